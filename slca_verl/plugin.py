@@ -1,0 +1,44 @@
+"""verl's entry point for slca-verl: importing this module registers every extension, and does nothing else.
+
+How verl finds it: ``setup.py`` declares ``[verl.plugins] slca_verl = slca_verl.plugin``; a bare ``import verl``
+loads every entry point of that group (unless ``VERL_USE_EXTERNAL_PLUGINS`` says otherwise), in every Ray process
+that imports verl. verl logs a failing plugin at DEBUG level only, so this module reports its own failures as
+WARNINGs that name the module and the cause.
+"""
+
+import importlib
+import logging
+
+logger = logging.getLogger(__name__)
+
+# Each module registers with one verl registry through its decorators, at import time.
+REGISTERING_MODULES = (
+    "slca_verl.core_algos",  # advantage estimators: slca_grpo
+    "slca_verl.trainer",  # v1 trainer mode: slca_sync
+)
+
+
+def register_all() -> dict[str, bool]:
+    """Import every registering module; idempotent (a module already imported is not run again).
+
+    Returns:
+        ``{module: ok}`` so callers and tests can see what failed.
+    """
+    status = {}
+    for name in REGISTERING_MODULES:
+        try:
+            importlib.import_module(name)
+            status[name] = True
+        except Exception as e:  # a plugin must never break `import verl`; it must say why it is absent
+            status[name] = False
+            logger.warning(
+                "slca-verl: failed to register %s (%s: %s); the extensions it provides will be missing from "
+                "verl's registries.",
+                name,
+                type(e).__name__,
+                e,
+            )
+    return status
+
+
+register_all()
