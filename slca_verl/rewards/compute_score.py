@@ -1,0 +1,129 @@
+"""verl entry point for HierR: ``compute_score`` for ``reward.custom_reward_function``.
+
+How verl loads it (verl 0.9.1, ``verl/trainer/ppo/reward.py::get_custom_reward_fn``)::
+
+    reward.custom_reward_function.path=pkg://slca_verl.rewards.compute_score
+    reward.custom_reward_function.name=compute_score
+    +reward.custom_reward_function.reward_kwargs.judge=llm
+    +reward.custom_reward_function.reward_kwargs.judge_base_urls='[http://127.0.0.1:8016/v1]'
+    +reward.custom_reward_function.reward_kwargs.judge_model=gpt-oss-120b
+
+``pkg://`` is imported with importlib; ``reward_kwargs`` are merged into every call as keyword arguments. The
+function is a coroutine, which verl's reward managers detect (``inspect.iscoroutinefunction``) and await.
+
+Keyword arguments (all optional):
+    judge: "llm" | "offline_proxy" | "none". Default: "llm" when ``judge_base_urls`` is given, else
+        "offline_proxy" (a deterministic grounding heuristic, with a one-time warning: not for real training).
+    judge_base_urls, judge_model, judge_api_key, judge_timeout_s (30), judge_max_retries (3),
+    judge_max_concurrency (64), judge_max_tokens (512), judge_deadline_s (None), judge_structured_output (False),
+    judge_parse_retries (0): the LLM judge and its shared ``slca_verl.sgls.client.ChatClient``.
+    w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments,
+    weights={fmt, name, key, value, parallel}, rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from slca_verl.rewards.hierr import HierRConfig, empty_result, score_decoded
+from slca_verl.rewards.judge import Judge, LLMJudge, OfflineProxyJudge
+
+logger = logging.getLogger(__name__)
+
+_JUDGES: dict[tuple, Judge] = {}
+_JUDGES_LOCK = threading.Lock()
+_warned_proxy = False
+
+
+def _plain(obj: Any) -> Any:
+    """OmegaConf containers (Hydra's reward_kwargs) → dict / list."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(obj, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(obj, resolve=True)
+    except ImportError:  # omegaconf comes with verl; without it nothing can be an OmegaConf container
+        pass
+    return obj
+
+
+def get_judge(kwargs: dict) -> Judge | None:
+    """The judge described by ``kwargs``, built once per process and configuration (so its metrics accumulate and
+    its HTTP client pools connections)."""
+    global _warned_proxy
+    urls = _plain(kwargs.get("judge_base_urls") or kwargs.get("judge_base_url"))
+    kind = kwargs.get("judge") or ("llm" if urls else "offline_proxy")
+    if kind == "none":
+        return None
+    if kind == "offline_proxy":
+        if not _warned_proxy:
+            _warned_proxy = True
+            logger.warning(
+                "HierR is using OfflineProxyJudge, a grounding heuristic standing in for the LLM judge: fine for tests "
+                "and CPU demos, not for training. Set reward_kwargs.judge=llm and judge_base_urls to use a real judge."
+            )
+        key = ("offline_proxy", int(kwargs.get("proxy_saturation", 8)))
+    elif kind == "llm":
+        if not urls:
+            raise ValueError("HierR judge=llm needs reward_kwargs.judge_base_urls")
+        urls = tuple([urls] if isinstance(urls, str) else urls)
+        key = (
+            "llm", urls, kwargs.get("judge_model") or "judge", kwargs.get("judge_api_key"),
+            float(kwargs.get("judge_timeout_s", 30.0)), int(kwargs.get("judge_max_retries", 3)),
+            int(kwargs.get("judge_max_concurrency", 64)), int(kwargs.get("judge_max_tokens", 512)),
+            kwargs.get("judge_deadline_s"), bool(kwargs.get("judge_structured_output", False)),
+            int(kwargs.get("judge_parse_retries", 0)),
+        )  # fmt: skip
+    else:
+        raise ValueError(f"HierR judge must be 'llm', 'offline_proxy' or 'none', got {kind!r}")
+    with _JUDGES_LOCK:
+        judge = _JUDGES.get(key)
+        if judge is None:
+            judge = _JUDGES[key] = _build(key)
+    return judge
+
+
+def _build(key: tuple) -> Judge:
+    if key[0] == "offline_proxy":
+        return OfflineProxyJudge(saturation=key[1])
+    from slca_verl.sgls.client import ChatClient  # the project's one HTTP client, shared with SGLS
+
+    _, urls, model, api_key, timeout_s, retries, concurrency, max_tokens, deadline, structured, parse_retries = key
+    client = ChatClient(list(urls), model, api_key=api_key, timeout_s=timeout_s, max_retries=retries,
+                        max_concurrency=concurrency)
+    return LLMJudge(client, max_tokens=max_tokens, timeout_s=deadline, parse_retries=parse_retries,
+                    structured_output=structured)
+
+
+def judge_metrics() -> dict:
+    """Counters of every judge this process built, keyed ``<judge name>/<counter>``."""
+    out = {}
+    with _JUDGES_LOCK:
+        judges = list(_JUDGES.values())
+    for j in judges:
+        out.update({f"{j.name}/{k}": v for k, v in j.metrics().items()})
+    return out
+
+
+async def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, **kwargs
+) -> dict:
+    """HierR reward of one decoded rollout, for verl's reward managers.
+
+    Returns:
+        the dict of :func:`slca_verl.rewards.hierr.score_trajectory` (``score`` plus every part, same keys on every
+        row). Bad configuration is raised (a run should not start with a broken judge setting); bad data never is.
+    """
+    kwargs = {k: _plain(v) for k, v in kwargs.items()}
+    config = HierRConfig.from_kwargs(kwargs)
+    judge = get_judge(kwargs)
+    ground_truth = _plain(ground_truth)
+    question = None
+    if isinstance(extra_info, dict) and isinstance(ground_truth, dict) and not ground_truth.get("question_content"):
+        q = extra_info.get("question") or extra_info.get("input")
+        question = q if isinstance(q, str) else None
+    if ground_truth is None:
+        return empty_result("ground_truth is None")
+    return await score_decoded(solution_str, ground_truth, judge=judge, config=config, question=question)

@@ -1,0 +1,284 @@
+"""Text and ground-truth parsing for HierR: hermes ``<tool_call>`` blocks, ``<think>`` stripping, turn splitting.
+
+Nothing here scores; every function is total (bad input gives an empty / invalid result and a reason, never an
+exception), because a reward function that raises kills a whole training step.
+
+Hermes format (Qwen2.5 / Qwen3 chat templates)::
+
+    <tool_call>
+    {"name": "get_weather", "arguments": {"city": "Paris"}}
+    </tool_call>
+
+A block may also hold a JSON list of such objects (several calls in one block = parallel calls).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+OPEN_TAG = "<tool_call>"
+CLOSE_TAG = "</tool_call>"
+TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+TOOL_RESPONSE_RE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
+# <think>…</think> and <thinking>…</thinking>, closed pairs only.
+THINK_RE = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL)
+# A run of tool responses as the Qwen template renders them between assistant turns, with or without the special
+# tokens (verl decodes with skip_special_tokens=True, which drops <|im_start|>/<|im_end|> but keeps the role words).
+_OBSERVATION_RUN_RE = re.compile(
+    r"(?:<\|im_end\|>)?\s*(?:<\|im_start\|>)?(?:user|tool)?\s*"
+    r"((?:<tool_response>.*?</tool_response>\s*)+)"
+    r"(?:<\|im_end\|>)?\s*(?:(?:<\|im_start\|>)?assistant\s*\n)?",
+    re.DOTALL,
+)
+_SPECIAL_TOKENS_RE = re.compile(r"<\|(?:im_start|im_end|endoftext)\|>")
+
+
+@dataclass
+class ToolCall:
+    """One parsed call. ``arguments`` is always a dict."""
+
+    name: str
+    arguments: dict
+
+
+@dataclass
+class ParsedCalls:
+    """Every ``<tool_call>`` block of the assistant text, parsed.
+
+    Attributes:
+        blocks: the valid blocks in order, each a list of calls (a list block holds parallel calls).
+        open_tags / close_tags: counts of the literal tags (after ``<think>`` stripping).
+        valid_blocks: number of valid blocks (``len(blocks)``).
+        errors: one short reason per invalid block, in order.
+    """
+
+    blocks: list[list[ToolCall]] = field(default_factory=list)
+    open_tags: int = 0
+    close_tags: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return [c for b in self.blocks for c in b]
+
+    @property
+    def valid_blocks(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def tag_denominator(self) -> int:
+        return max(self.open_tags, self.close_tags)
+
+    @property
+    def fully_valid(self) -> bool:
+        """Balanced tags and every block valid (vacuously true without tags)."""
+        return self.open_tags == self.close_tags and self.valid_blocks == self.tag_denominator
+
+
+def strip_think(text: str) -> str:
+    """Remove closed ``<think>…</think>`` pairs; a dangling ``</think>`` (Qwen3 puts ``<think>`` in the prompt)
+    drops everything before it."""
+    text = THINK_RE.sub("", text)
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    return text
+
+
+def to_python(obj: Any) -> Any:
+    """numpy arrays / scalars (parquet round trips) → plain lists / Python scalars, recursively."""
+    if isinstance(obj, dict):
+        return {str(k): to_python(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_python(v) for v in obj]
+    tolist = getattr(obj, "tolist", None)  # numpy ndarray and numpy scalars
+    if callable(tolist) and type(obj).__module__ == "numpy":
+        return to_python(tolist())
+    return obj
+
+
+def parse_tool_calls(text: str, allowed_tools: set[str] | None, *, accept_string_arguments: bool = False) -> ParsedCalls:
+    """Parse the ``<tool_call>`` blocks of assistant text (``<think>`` must already be stripped).
+
+    A block is valid iff its JSON is an object, or a non-empty list of objects, each with a string ``name`` in
+    ``allowed_tools`` (any name when ``allowed_tools`` is None) and a dict ``arguments`` (or ``parameters``;
+    absent or null means ``{}``). With ``accept_string_arguments`` a JSON-encoded string of an object is decoded.
+    """
+    out = ParsedCalls(open_tags=text.count(OPEN_TAG), close_tags=text.count(CLOSE_TAG))
+    for body in TOOL_CALL_RE.findall(text):
+        calls, err = _parse_block(body, allowed_tools, accept_string_arguments)
+        if err:
+            out.errors.append(err)
+        else:
+            out.blocks.append(calls)
+    unmatched = out.tag_denominator - len(out.blocks) - len(out.errors)
+    if unmatched > 0:
+        out.errors.append(f"{unmatched} unbalanced tool_call tag(s)")
+    return out
+
+
+def _parse_block(body: str, allowed: set[str] | None, accept_string_arguments: bool) -> tuple[list[ToolCall], str]:
+    body = body.strip()
+    if not body:
+        return [], "empty tool_call block"
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        return [], f"tool_call is not JSON ({type(e).__name__})"
+    objs = [parsed] if isinstance(parsed, dict) else parsed if isinstance(parsed, list) else None
+    if not objs:
+        return [], f"tool_call JSON is {type(parsed).__name__}, not an object or a list of objects"
+    calls = []
+    for obj in objs:
+        if not isinstance(obj, dict):
+            return [], f"tool_call list holds a {type(obj).__name__}, not an object"
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            return [], "tool_call without a string name"
+        if allowed is not None and name not in allowed:
+            return [], f"unknown tool {name[:64]!r}"
+        args = obj.get("arguments")
+        if args is None:
+            args = obj.get("parameters")
+        if args is None:
+            args = {}
+        if isinstance(args, str) and accept_string_arguments:
+            try:
+                args = json.loads(args)
+            except ValueError:
+                pass
+        if not isinstance(args, dict):
+            return [], f"arguments of {name[:64]!r} is a {type(args).__name__}, not an object"
+        calls.append(ToolCall(name=name, arguments=args))
+    return calls, ""
+
+
+@dataclass
+class Trajectory:
+    """A rollout split into assistant turns and tool responses (flat, in order)."""
+
+    assistant_texts: list[str]
+    tool_responses: list[str]
+    # True when the text ends on tool responses (no assistant text after the last one).
+    ends_with_observation: bool = False
+
+
+def split_decoded_response(solution_str: str) -> Trajectory:
+    """Split a decoded multi-turn response into assistant turns and tool responses.
+
+    Works on both renderings of the Qwen template: with special tokens
+    (``…</tool_call><|im_end|>\\n<|im_start|>user\\n<tool_response>…</tool_response><|im_end|>\\n<|im_start|>assistant\\n…``)
+    and without them (verl's ``skip_special_tokens=True``: ``…</tool_call>\\nuser\\n<tool_response>…``).
+    """
+    if not isinstance(solution_str, str):
+        solution_str = "" if solution_str is None else str(solution_str)
+    assistant, responses = [], []
+    pos = 0
+    for m in _OBSERVATION_RUN_RE.finditer(solution_str):
+        assistant.append(solution_str[pos : m.start()])
+        responses.extend(r.strip() for r in TOOL_RESPONSE_RE.findall(m.group(1)))
+        pos = m.end()
+    tail = solution_str[pos:]
+    ends_with_observation = bool(responses) and not tail.strip()
+    if tail.strip() or not assistant:
+        assistant.append(tail)
+    assistant = [_SPECIAL_TOKENS_RE.sub("", a).strip() for a in assistant]
+    return Trajectory(assistant_texts=assistant, tool_responses=responses, ends_with_observation=ends_with_observation)
+
+
+@dataclass
+class GroundTruth:
+    """Normalised ground truth. ``gold_steps`` is a list of steps, each a non-empty list of gold calls."""
+
+    gold_steps: list[list[ToolCall]]
+    allowed_tools: set[str] | None
+    question: str
+    tool_schemas: Any
+    subset_name: str
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def gold_calls(self) -> list[ToolCall]:
+        return [c for s in self.gold_steps for c in s]
+
+
+def _maybe_json(obj: Any) -> Any:
+    if isinstance(obj, str):
+        try:
+            return json.loads(obj)
+        except ValueError:
+            return obj
+    return obj
+
+
+def _gold_call(item: Any) -> ToolCall | None:
+    if isinstance(item, str):
+        return ToolCall(name=item, arguments={})
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return None
+    args = item.get("arguments")
+    if args is None:
+        args = item.get("parameters")
+    args = _maybe_json(args)
+    return ToolCall(name=item["name"], arguments=args if isinstance(args, dict) else {})
+
+
+def parse_ground_truth(ground_truth: Any) -> GroundTruth:
+    """Normalise the authors' ground-truth dict (DESIGN §2), tolerating JSON strings and numpy arrays.
+
+    ``gold_tool_calls`` may be nested steps ``[[call, …], …]`` or a flat list ``[call, …]`` (one step).
+    ``allowed_tools`` missing → taken from ``tool_schemas`` names, else None (any tool name is accepted).
+    """
+    reasons = []
+    gt = to_python(_maybe_json(ground_truth))
+    if not isinstance(gt, dict):
+        return GroundTruth([], None, "", None, "", [f"ground_truth is a {type(ground_truth).__name__}, not a dict"])
+
+    raw_gold = to_python(_maybe_json(gt.get("gold_tool_calls")))
+    steps: list[list[ToolCall]] = []
+    if raw_gold is None:
+        reasons.append("ground_truth has no gold_tool_calls")
+    elif not isinstance(raw_gold, list):
+        reasons.append(f"gold_tool_calls is a {type(raw_gold).__name__}, not a list")
+    else:
+        nested = any(isinstance(s, list) for s in raw_gold)
+        for step in raw_gold if nested else [raw_gold]:
+            calls = [c for c in (_gold_call(i) for i in (step if isinstance(step, list) else [])) if c]
+            if calls:
+                steps.append(calls)
+
+    schemas = to_python(_maybe_json(gt.get("tool_schemas")))
+    allowed_raw = to_python(_maybe_json(gt.get("allowed_tools")))
+    allowed: set[str] | None
+    if isinstance(allowed_raw, list) and allowed_raw:
+        allowed = {str(t) for t in allowed_raw}
+    else:
+        allowed = _schema_names(schemas)
+        reasons.append(
+            "allowed_tools missing; using tool_schemas names" if allowed else "allowed_tools missing; any name accepted"
+        )
+        allowed = allowed or None
+    question = gt.get("question_content")
+    return GroundTruth(
+        gold_steps=steps,
+        allowed_tools=allowed,
+        question=question if isinstance(question, str) else "",
+        tool_schemas=schemas,
+        subset_name=str(gt.get("subset_name") or ""),
+        reasons=reasons,
+    )
+
+
+def _schema_names(schemas: Any) -> set[str]:
+    names = set()
+    for s in schemas if isinstance(schemas, list) else []:
+        if isinstance(s, dict):
+            fn = s.get("function") if isinstance(s.get("function"), dict) else s
+            if isinstance(fn.get("name"), str):
+                names.add(fn["name"])
+    return names
