@@ -1,0 +1,148 @@
+"""HierR preference judges: rubric parsing, failure accounting, the shared ChatClient path, the offline proxy."""
+
+import asyncio
+
+import pytest
+from sgls_helpers import Reply, ScriptedServer, dead_url
+
+from slca_verl.rewards import HierRConfig, LLMJudge, OfflineProxyJudge, Verdict, parse_rating, score_trajectory
+from slca_verl.rewards.judge import RATING_SCHEMA, content_tokens, truncate_middle
+from slca_verl.sgls.client import ChatClient, ChatClientError
+
+GT = {"allowed_tools": ["weather"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
+      "question_content": "Weather in Paris?"}
+CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>'
+REPLY = "It is 21 degrees and sunny in Paris."
+
+
+class ScriptedChat:
+    """A ChatLike fake: replies in order (an Exception instance is raised), records every request."""
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.requests = []
+
+    async def chat(self, messages, *, temperature=0.0, max_tokens=512, response_format=None, seed=None):
+        self.requests.append(dict(messages=messages, temperature=temperature, response_format=response_format))
+        r = self.replies.pop(0)
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+
+@pytest.mark.parametrize(
+    "text, rating",
+    [
+        ("The reply is faithful.\nRating: good", 4),
+        ("Rating: very poor", 1),
+        ("rating = 5", 5),
+        ("<rating>Acceptable</rating>", 3),
+        ('{"justification": "fine", "rating": "excellent"}', 5),
+        ("<think>Rating: poor? no...</think>Rating: **good**", 4),
+        ("first I thought Rating: poor, but final Rating: excellent", 5),
+        ("It is good.", 0),  # a level word without "rating" is not a rating
+        ("Rating: 10", 0),
+        ("$#@!% random tokens ĠĠ", 0),
+        ("", 0),
+    ],
+)
+def test_parse_rating_reads_the_last_rating_and_nothing_else(text, rating):
+    assert parse_rating(text) == rating
+
+
+def test_the_rating_maps_to_r_sum_in_quarters():
+    assert [Verdict(r).r_sum for r in (1, 2, 3, 4, 5)] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert Verdict(0, True).r_sum == 0.0
+
+
+def test_the_llm_judge_asks_at_temperature_zero_with_the_question_tool_output_and_reply():
+    chat = ScriptedChat("ok.\nRating: good")
+    judge = LLMJudge(chat)
+    verdict = asyncio.run(judge.rate("Weather in Paris?", ['{"temp": 21}'], REPLY))
+    assert verdict == Verdict(4)
+    req = chat.requests[0]
+    assert req["temperature"] == 0.0 and req["response_format"] is None
+    user = req["messages"][-1]["content"]
+    assert "Weather in Paris?" in user and '{"temp": 21}' in user and REPLY in user
+    assert "excellent" in req["messages"][0]["content"]
+    assert judge.metrics()["ratings"] == 1 and judge.metrics()["failures"] == 0
+
+
+def test_garbage_from_the_judge_is_a_counted_failure_not_an_exception():
+    judge = LLMJudge(ScriptedChat("ĠĠ lorem <<>>", "still nothing"), parse_retries=1)
+    verdict = asyncio.run(judge.rate("q", ["r"], REPLY))
+    assert verdict.failed and verdict.rating == 0 and "no rating" in verdict.reason
+    m = judge.metrics()
+    assert m["failures"] == 1 and m["failed/parse"] == 1 and m["calls"] == 1
+
+
+def test_a_client_error_is_a_failure_counted_by_kind():
+    judge = LLMJudge(ScriptedChat(ChatClientError("timeout", "no answer")))
+    verdict = asyncio.run(judge.rate("q", ["r"], REPLY))
+    assert verdict.failed and "[timeout]" in verdict.reason
+    assert judge.metrics()["failed/timeout"] == 1
+
+
+def test_the_judge_deadline_turns_a_hung_request_into_a_failure():
+    class Hung:
+        async def chat(self, messages, **kw):
+            await asyncio.sleep(10)
+
+    judge = LLMJudge(Hung(), timeout_s=0.05)
+    verdict = asyncio.run(judge.rate("q", ["r"], REPLY))
+    assert verdict.failed and judge.metrics()["failed/deadline"] == 1
+
+
+def test_structured_output_sends_the_five_level_schema():
+    chat = ScriptedChat('{"justification": "x", "rating": "poor"}')
+    assert asyncio.run(LLMJudge(chat, structured_output=True).rate("q", ["r"], REPLY)) == Verdict(2)
+    assert chat.requests[0]["response_format"] == RATING_SCHEMA
+
+
+def test_long_inputs_are_cut_in_the_middle():
+    cut = truncate_middle("a" * 50 + "b" * 50, 20)
+    assert cut.startswith("a" * 10) and cut.endswith("b" * 10) and "80 characters cut" in cut
+
+
+def test_the_judge_runs_on_the_shared_chat_client_against_a_real_http_server():
+    replies = iter([Reply(status=503, content="busy"), Reply(content="Faithful and complete.\nRating: excellent")])
+    with ScriptedServer(lambda req, n: next(replies)) as srv:
+
+        async def main():
+            client = ChatClient(srv.base_url, "judge-model", max_retries=2, backoff_s=0.01)
+            judge = LLMJudge(client)
+            out = await score_trajectory([CALL, REPLY], ['{"temp": 21}'], GT, judge=judge)
+            await client.aclose()
+            return out, judge.metrics()
+
+        out, metrics = asyncio.run(main())
+    assert out["judge_rating"] == 5 and out["r_sum"] == 1.0 and out["score"] == pytest.approx(2.0)
+    assert len(srv.requests) == 2 and srv.requests[1]["temperature"] == 0.0
+    assert srv.requests[1]["model"] == "judge-model"
+    assert metrics["client/retries"] == 1 and metrics["ratings"] == 1
+
+
+def test_an_unreachable_judge_scores_zero_and_counts_the_failure():
+    async def main():
+        client = ChatClient(dead_url(), "judge", max_retries=1, backoff_s=0.01, timeout_s=2)
+        judge = LLMJudge(client)
+        out = await score_trajectory([CALL, REPLY], ['{"temp": 21}'], GT, judge=judge, config=HierRConfig())
+        await client.aclose()
+        return out, judge.metrics()
+
+    out, metrics = asyncio.run(main())
+    assert out["judge_failed"] == 1 and out["r_sum"] == 0.0 and out["score"] == pytest.approx(1.0)
+    assert "[connection]" in out["reason"] and metrics["failed/connection"] == 1
+
+
+def test_the_offline_proxy_rates_grounding_deterministically():
+    judge = OfflineProxyJudge()
+    # facts: {temp, sky, sunny, 21}; "temp_c" splits into "temp" and "c" (too short)
+    assert content_tokens('{"temp_c": 21, "sky": "sunny"}') == {"temp", "21", "sky", "sunny"}
+    responses = ['{"temp_c": 21, "sky": "sunny"}']
+    # reply repeats {21, sunny}: g = 2 / min(4, 8) = 0.5 → rating 1 + floor(2 + 0.5) = 3
+    assert asyncio.run(judge.rate("q", responses, "It is 21 and sunny.")) == Verdict(3)
+    assert asyncio.run(judge.rate("q", responses, "The sky is sunny, temp 21.")) == Verdict(5)
+    assert asyncio.run(judge.rate("q", responses, "I have no idea.")) == Verdict(1)
+    assert asyncio.run(judge.rate("q", [""], "anything")) == Verdict(1)
+    assert judge.name == "offline_proxy" and judge.metrics()["calls"] == 4
