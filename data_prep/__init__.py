@@ -1,0 +1,8 @@
+"""Data preparation: local copies of function-calling datasets -> verl RL parquet for ``slca_tool_agent``.
+
+One module per source, each runnable as ``python -m data_prep.<source> --input PATH --output_dir DIR``:
+``xlam``, ``toolace``, ``hermes_fc``, ``glaive``, ``toucan``, ``bfcl``. Shared pieces: ``schema`` (tool schema
+normalisation to JSON Schema, gold-call validation), ``calls`` (call-text parsers), ``rows`` (the row builder),
+``report`` (the in/written/rejected report), ``pipeline`` (dedup, decontamination, split, parquet writing).
+See docs/data_prep.md.
+"""

@@ -1,0 +1,180 @@
+"""Parsers for the ways the sources write a tool call, all returning ``[{"name": str, "arguments": dict}, ...]``.
+
+- JSON: ``{"name": ..., "arguments": {...}}`` or a list of them (xLAM answers, Toucan, hermes);
+  ``parameters`` is accepted for ``arguments``, and arguments given as a JSON string are decoded;
+- hermes ``<tool_call>…</tool_call>`` blocks, whose body may be a python dict literal (single quotes);
+- glaive ``<functioncall> {"name": "f", "arguments": '{"a": 1}'}`` (arguments in single quotes);
+- ToolACE / BFCL python style ``[f(a=1, b="x"), g()]``.
+
+Every parser raises :class:`CallParseError` instead of guessing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+__all__ = [
+    "CallParseError",
+    "normalize_call",
+    "parse_json_calls",
+    "parse_hermes_calls",
+    "parse_glaive_call",
+    "parse_python_calls",
+    "render_hermes_calls",
+]
+
+_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+_THINK_RE = re.compile(r"<think>.*?</think>", re.S)
+
+
+class CallParseError(ValueError):
+    """A tool call that cannot be read."""
+
+
+def normalize_call(obj: Any) -> dict:
+    """One call object -> ``{"name", "arguments"}``; arguments given as JSON text are decoded."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
+        raise CallParseError(f"not a call object with a name: {str(obj)[:120]}")
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise CallParseError(f"{obj['name']}: arguments string is not JSON: {exc}") from None
+    if not isinstance(args, dict):
+        raise CallParseError(f"{obj['name']}: arguments is a {type(args).__name__}, not an object")
+    return {"name": obj["name"].strip(), "arguments": args}
+
+
+def parse_json_calls(value: Any) -> list[dict]:
+    """A JSON string / object / list of call objects -> calls."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise CallParseError(f"call text is not JSON: {exc}") from None
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        raise CallParseError(f"calls are a {type(value).__name__}, not a list")
+    return [normalize_call(v) for v in value]
+
+
+def _loads_lenient(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(body)
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise CallParseError(f"tool_call body is neither JSON nor a python literal: {exc}") from None
+
+
+def parse_hermes_calls(text: str) -> list[dict]:
+    """All ``<tool_call>`` blocks in an assistant message -> calls (``[]`` when there is no block)."""
+    text = _THINK_RE.sub("", text or "")
+    if text.count("<tool_call>") != text.count("</tool_call>"):
+        raise CallParseError("unbalanced <tool_call> tags")
+    calls = []
+    for body in _TOOL_CALL_RE.findall(text):
+        parsed = _loads_lenient(body.strip())
+        for obj in parsed if isinstance(parsed, list) else [parsed]:
+            calls.append(normalize_call(obj))
+    return calls
+
+
+_GLAIVE_ARGS_RE = re.compile(r"""^(\{.*"arguments"\s*:\s*)'(.*)'(\s*\})$""", re.S)
+
+
+def parse_glaive_call(text: str) -> dict:
+    """The text after ``<functioncall>``: JSON whose ``arguments`` is a single-quoted JSON string."""
+    body = text.replace("<|endoftext|>", "").strip()
+    try:
+        return normalize_call(json.loads(body))
+    except json.JSONDecodeError:
+        pass
+    m = _GLAIVE_ARGS_RE.match(body)
+    if not m:
+        raise CallParseError(f"functioncall is not JSON: {body[:120]}")
+    head, args_text, tail = m.groups()
+    try:
+        obj = json.loads(head + "null" + tail)
+        args = json.loads(args_text) if args_text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise CallParseError(f"functioncall arguments are not JSON: {exc}") from None
+    obj["arguments"] = args
+    return normalize_call(obj)
+
+
+def _split_calls(text: str) -> list[str]:
+    """``f(a=1), g(b=[1, 2])`` -> ["f(a=1)", "g(b=[1, 2])"], splitting on commas at depth 0 outside strings."""
+    parts, depth, quote, escape, start = [], 0, None, False, 0
+    for i, ch in enumerate(text):
+        if quote:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                raise CallParseError("unbalanced brackets in python-style calls")
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    if depth != 0 or quote:
+        raise CallParseError("unbalanced brackets or quotes in python-style calls")
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def parse_python_calls(text: str) -> list[dict]:
+    """``[f(a=1, b="x"), Get Weather(city="Paris")]`` -> calls. Names may contain spaces and dots (ToolACE)."""
+    body = (text or "").strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    if not body.strip():
+        raise CallParseError("no call in python-style text")
+    calls = []
+    for part in _split_calls(body):
+        open_at = part.find("(")
+        if open_at <= 0 or not part.endswith(")"):
+            raise CallParseError(f"not a call: {part[:120]}")
+        name, arg_text = part[:open_at].strip(), part[open_at + 1 : -1]
+        try:
+            node = ast.parse(f"_f({arg_text})", mode="eval").body
+        except SyntaxError as exc:
+            raise CallParseError(f"{name}: arguments do not parse: {exc.msg}") from None
+        if node.args:
+            raise CallParseError(f"{name}: positional arguments cannot be mapped to parameter names")
+        args = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise CallParseError(f"{name}: **kwargs cannot be mapped to parameter names")
+            try:
+                args[kw.arg] = ast.literal_eval(kw.value)
+            except (ValueError, SyntaxError) as exc:
+                raise CallParseError(f"{name}: value of {kw.arg} is not a literal: {exc}") from None
+        calls.append(normalize_call({"name": name, "arguments": args}))
+    return calls
+
+
+def render_hermes_calls(calls: list[dict]) -> str:
+    """Calls -> the assistant text hermes templates expect: one ``<tool_call>`` JSON block per call."""
+    return "\n".join(
+        "<tool_call>\n" + json.dumps({"name": c["name"], "arguments": c["arguments"]}, ensure_ascii=False) + "\n</tool_call>"
+        for c in calls
+    )

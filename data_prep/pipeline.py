@@ -1,0 +1,180 @@
+"""The conversion pipeline every source shares: convert -> check -> de-duplicate -> decontaminate -> split -> write.
+
+Per-record parsing is python (each record is JSON with its own schemas); everything after it runs on a pandas
+frame: duplicate keys with ``DataFrame.duplicated``, exact decontamination with ``Series.map`` over a dict,
+the split with one seeded permutation of the source-record ids, and the parquet through one pyarrow table per
+split. All turns of one source dialogue land in the same split, so validation never sees a training dialogue.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
+
+from data_prep.calls import CallParseError
+from data_prep.decontam import Decontaminator, dedup_key, normalize_question
+from data_prep.report import Report
+from data_prep.rows import Candidate, Rejection, build_row, check_candidate
+from data_prep.schema import SchemaError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Options", "convert_records", "run"]
+
+ConvertFn = Callable[[Any, int], Iterable[Candidate | Rejection]]
+
+
+@dataclass
+class Options:
+    """What every ``python -m data_prep.<source>`` accepts (see ``data_prep.cli``)."""
+
+    output_dir: str
+    name: str
+    seed: int = 0
+    val_ratio: float = 0.0
+    split_name: str = "train"
+    val_split_name: str = "val"
+    dedup: str = "exact"  # exact | question | none
+    decontaminate_with: dict[str, list[str]] = field(default_factory=dict)
+    decontam_ngram: int = 13
+    system_prompt: str = "hermes"
+    progress: bool = True
+    max_records: int = -1
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["decontaminate_with"] = {k: len(v) for k, v in self.decontaminate_with.items()}
+        return d
+
+
+def convert_records(
+    records: Sequence[Any], convert: ConvertFn, report: Report, system_prompt: str = "hermes", progress: bool = True
+) -> pd.DataFrame:
+    """Run the source's converter over every record; returns one frame row per checked candidate.
+
+    Columns: ``row`` (the parquet row dict), ``record_index``, ``question_norm``.
+    """
+    rows, record_ids, questions = [], [], []
+    for i, record in enumerate(tqdm(records, desc=f"{report.source}", unit="rec", disable=not progress,
+                                    mininterval=1.0)):
+        report.count_record()
+        try:
+            outputs = list(convert(record, i))
+        except (SchemaError, CallParseError, KeyError, TypeError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or ("gold_call_unparseable" if isinstance(exc, CallParseError)
+                                                      else "malformed_record")
+            outputs = [Rejection(reason, getattr(exc, "detail", None) or str(exc), i)]
+        for out in outputs:
+            report.count_row()
+            if isinstance(out, Candidate):
+                problem = check_candidate(out)
+                if problem is None:
+                    row = build_row(out, system_prompt)
+                    rows.append(row)
+                    record_ids.append(out.record_index)
+                    questions.append(normalize_question(out.question))
+                    continue
+                out = problem
+            report.reject(out.reason, out.detail, out.record_index)
+    return pd.DataFrame({"row": rows, "record_index": np.asarray(record_ids, dtype=np.int64),
+                         "question_norm": questions})
+
+
+def _reject_mask(frame: pd.DataFrame, mask: pd.Series, reason: str, report: Report, detail: str) -> pd.DataFrame:
+    n = int(mask.sum())
+    if n:
+        for rec in frame.loc[mask, "record_index"].head(5):
+            report.reject(reason, detail, int(rec), n=0)
+        report.rejected[reason] += n
+    return frame.loc[~mask]
+
+
+def deduplicate(frame: pd.DataFrame, mode: str, report: Report) -> pd.DataFrame:
+    if mode == "none" or frame.empty:
+        return frame
+    keys = frame["row"].map(lambda r: dedup_key(r, mode))
+    return _reject_mask(frame, keys.duplicated(keep="first"), "duplicate", report,
+                        f"same {'prompt, tools and gold' if mode == 'exact' else 'question and tools'} as an earlier row")
+
+
+def decontaminate(frame: pd.DataFrame, decontaminator: Decontaminator | None, report: Report) -> pd.DataFrame:
+    if decontaminator is None or frame.empty:
+        return frame
+    hits = frame["question_norm"].map(decontaminator.exact.get)  # vectorised exact match
+    if decontaminator.ngram > 0 and decontaminator.grams:
+        todo = hits.isna()
+        hits.loc[todo] = frame.loc[todo, "question_norm"].map(decontaminator.match)
+    for source in decontaminator.sources:
+        mask = hits == source
+        report.notes.setdefault("decontamination", {})[source] = {
+            "reference_questions": decontaminator.sizes[source], "rows_removed": int(mask.sum())}
+        frame = _reject_mask(frame, mask, f"contaminated_{source}", report, f"question matches a {source} question")
+        hits = hits.loc[frame.index]
+    return frame
+
+
+def assign_splits(frame: pd.DataFrame, opts: Options) -> pd.Series:
+    """Seeded split by source record: ``ceil(val_ratio * records)`` records (all their turns) go to val."""
+    split = pd.Series(opts.split_name, index=frame.index, dtype=object)
+    if opts.val_ratio <= 0 or frame.empty:
+        return split
+    records = np.unique(frame["record_index"].to_numpy())
+    n_val = min(len(records), math.ceil(opts.val_ratio * len(records)))
+    rng = np.random.default_rng(opts.seed)
+    val_records = rng.permutation(records)[:n_val]
+    split[frame["record_index"].isin(val_records)] = opts.val_split_name
+    return split
+
+
+def write_split(rows: list[dict], split: str, path: str) -> None:
+    for i, row in enumerate(rows):
+        row["extra_info"]["index"] = i
+        row["extra_info"]["split"] = split
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def run(source: str, input_path: str, records: Sequence[Any], convert: ConvertFn, opts: Options,
+        notes: dict[str, Any] | None = None) -> Report:
+    """Convert ``records`` with ``convert`` and write ``<name>_<split>.parquet`` + ``<name>_report.json``."""
+    start = time.perf_counter()
+    report = Report(source=source, input_path=input_path, options=opts.as_dict())
+    report.notes.update(notes or {})
+    if opts.max_records >= 0:
+        skipped = max(0, len(records) - opts.max_records)
+        report.notes["records_not_read_because_of_max_records"] = skipped
+        records = records[: opts.max_records]
+    frame = convert_records(records, convert, report, opts.system_prompt, opts.progress)
+    frame = deduplicate(frame, opts.dedup, report)
+    decontaminator = Decontaminator(opts.decontaminate_with, opts.decontam_ngram) if opts.decontaminate_with else None
+    frame = decontaminate(frame, decontaminator, report)
+    frame = frame.assign(split=assign_splits(frame, opts))
+
+    os.makedirs(opts.output_dir, exist_ok=True)
+    written: dict[str, int] = {}
+    for split in [opts.split_name, opts.val_split_name]:
+        rows = frame.loc[frame["split"] == split, "row"].tolist()
+        if not rows and split == opts.val_split_name:
+            continue
+        path = os.path.join(opts.output_dir, f"{opts.name}_{split}.parquet")
+        write_split(rows, split, path) if rows else logger.warning("%s: no row left for split %s", source, split)
+        if rows:
+            report.outputs[split] = path
+        written[split] = len(rows)
+        for row in rows:
+            report.written_by_subset[row["reward_model"]["ground_truth"]["subset_name"]] += 1
+            report.written_by_data_source[row["data_source"]] += 1
+    report.finish(written)
+    report.elapsed_s = round(time.perf_counter() - start, 3)
+    report.write(os.path.join(opts.output_dir, f"{opts.name}_report.json"))
+    report.log_summary()
+    return report

@@ -1,0 +1,139 @@
+"""The one row builder every source uses: a :class:`Candidate` in, a verl RL parquet row out.
+
+Row layout (the authors' Toucan RL parquet plus what our agent loop and SGLS need)::
+
+    prompt        list of {"role", "content"}: system prompt listing the tools (hermes <tools> style),
+                  then the dialogue up to and including the user turn to answer. Earlier tool calls are
+                  assistant text with <tool_call> blocks, tool results are role "tool" messages.
+    data_source   "xlam" | "toolace" | "hermes_fc" | "glaive_fc" | "toucan_toolcall" | "bfcl_<category>"
+    ability       "tool_calling"
+    agent_name    "slca_tool_agent"
+    reward_model  {"style": "rule", "ground_truth": {
+                      "allowed_tools": [names],
+                      "gold_tool_calls": JSON str of [[{"name", "arguments"}, ...], ...]  (steps of parallel calls),
+                      "question_content": str, "subset_name": "tool_call" | "irrelevant" | source subset,
+                      "tool_schemas": JSON str of the OpenAI tool list}}
+    extra_info    {"index": int (position in its split file), "split": str, "tool_schemas": JSON str,
+                   "original_turn_index": int (which user turn of the source dialogue), "need_tools_kwargs": False}
+    tools         JSON str of the OpenAI tool list (as the authors' rows have)
+
+``gold_tool_calls`` is a JSON string, as in the authors' converter, because a list of lists of structs with
+free-form ``arguments`` cannot be a stable parquet type; readers ``json.loads`` it (a list is accepted too).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from data_prep.schema import tools_index, validate_call
+
+__all__ = [
+    "ABILITY",
+    "AGENT_NAME",
+    "Candidate",
+    "Rejection",
+    "check_candidate",
+    "build_row",
+    "hermes_system_prompt",
+    "SYSTEM_PROMPT_STYLES",
+]
+
+ABILITY = "tool_calling"
+AGENT_NAME = "slca_tool_agent"
+SYSTEM_PROMPT_STYLES = ("hermes", "none")
+
+
+@dataclass
+class Candidate:
+    """One RL sample before checks: the dialogue so far, the tools, and the gold calls of the turn to answer."""
+
+    data_source: str
+    messages: list[dict]  # dialogue without the tool-listing system prompt; ends with the user turn
+    tools: list[dict]  # normalised OpenAI tools (data_prep.schema.normalize_tools)
+    gold: list[list[dict]]  # steps; each step a list of parallel {"name", "arguments"} calls
+    question: str
+    record_index: int
+    turn_index: int = 0
+    subset: str | None = None  # default: "tool_call" when there is gold, else "irrelevant"
+    extra_ground_truth: dict[str, Any] = field(default_factory=dict)
+    prompt: list[dict] | None = None  # a finished prompt kept verbatim (Toucan pass-through)
+
+
+@dataclass
+class Rejection:
+    """A row that will not be written, with the report bucket and a human-readable detail."""
+
+    reason: str
+    detail: str
+    record_index: int
+
+
+def check_candidate(c: Candidate) -> Rejection | None:
+    """Reject empty questions, malformed gold structure and gold calls that do not fit their tool's schema."""
+    if not isinstance(c.question, str) or not c.question.strip():
+        return Rejection("empty_question", "the turn to answer has no user text", c.record_index)
+    if not c.tools:
+        return Rejection("no_tools", "the sample offers no tool", c.record_index)
+    if not isinstance(c.gold, list) or not all(isinstance(step, list) and step for step in c.gold):
+        return Rejection("gold_not_nested", "gold_tool_calls must be a list of non-empty steps", c.record_index)
+    index = tools_index(c.tools)
+    for step in c.gold:
+        for call in step:
+            problem = validate_call(call, index)
+            if problem is not None:
+                return Rejection(problem[0], problem[1], c.record_index)
+    return None
+
+
+def hermes_system_prompt(tools: list[dict]) -> str:
+    """The system prompt listing ``tools`` in hermes ``<tools>`` style, one JSON tool per line."""
+    listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    return (
+        "You are a helpful assistant with access to tools.\n\n"
+        "# Tools\n\n"
+        "You may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n"
+        f"<tools>\n{listing}\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n"
+        '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\n'
+        "Call several functions at once by writing several <tool_call> blocks. "
+        "If no function fits the request, answer directly without calling one."
+    )
+
+
+def build_row(c: Candidate, system_prompt: str = "hermes") -> dict[str, Any]:
+    """A checked candidate -> the parquet row (``extra_info.index`` / ``split`` are filled in at write time)."""
+    tools_json = json.dumps(c.tools, ensure_ascii=False)
+    if c.prompt is not None:
+        prompt = c.prompt
+    elif system_prompt == "hermes":
+        prompt = [{"role": "system", "content": hermes_system_prompt(c.tools)}] + c.messages
+    else:
+        prompt = list(c.messages)
+    gold = [[{"name": call["name"], "arguments": call.get("arguments", {})} for call in step] for step in c.gold]
+    ground_truth = {
+        "allowed_tools": [t["function"]["name"] for t in c.tools],
+        "gold_tool_calls": json.dumps(gold, ensure_ascii=False),
+        "question_content": c.question,
+        "subset_name": c.subset or ("tool_call" if gold else "irrelevant"),
+        "tool_schemas": tools_json,
+        **c.extra_ground_truth,
+    }
+    return {
+        "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
+        "data_source": c.data_source,
+        "ability": ABILITY,
+        "agent_name": AGENT_NAME,
+        "reward_model": {"style": "rule", "ground_truth": ground_truth},
+        "extra_info": {
+            "index": -1,
+            "split": "",
+            "tool_schemas": tools_json,
+            "original_turn_index": int(c.turn_index),
+            "need_tools_kwargs": False,
+        },
+        "tools": tools_json,
+    }
