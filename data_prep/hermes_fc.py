@@ -1,0 +1,115 @@
+"""NousResearch hermes-function-calling-v1 (Apache-2.0) -> verl RL parquet, one row per user turn.
+
+    python -m data_prep.hermes_fc --input func-calling.json --output_dir data/hermes_fc [--drop_no_call_turns]
+
+A record is ShareGPT ``{"conversations": [{"from": "system"|"human"|"gpt"|"tool", "value"}], "tools"?}``.
+Tools come from the ``tools`` field when present, else from the system message's ``<tools>…</tools>`` block
+(JSON, a python literal, or one JSON object per line). Calls are ``<tool_call>`` blocks in ``gpt`` messages,
+whose body may be a python dict literal; tool results are ``<tool_response>`` blocks in ``tool`` messages.
+Records of the json-mode configs (no tools) are rejected as ``no_tools``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+from typing import Any, Iterable, Sequence
+
+from data_prep.calls import CallParseError, parse_hermes_calls
+from data_prep.cli import main_for
+from data_prep.dialogue import ROLE_ALIASES, Turn, split_dialogue
+from data_prep.readers import UNREADABLE
+from data_prep.rows import Candidate, Rejection
+from data_prep.schema import SchemaError, normalize_tools
+
+SOURCE = "hermes_fc"
+_TOOLS_BLOCK = re.compile(r"<tools>(.*?)</tools>", re.S)
+__all__ = ["SOURCE", "convert_record", "main", "tools_from_system"]
+
+
+def tools_from_system(text: str) -> list[Any] | None:
+    """The tool list inside the first non-empty ``<tools>…</tools>`` (None when there is none).
+
+    Hermes system prompts mention "within <tools></tools> XML tags" before the real block, hence non-empty.
+    """
+    body = next((b.strip() for b in _TOOLS_BLOCK.findall(text or "") if b.strip()), None)
+    if body is None:
+        return None
+    for parse in (_json_list, ast.literal_eval, _concatenated_objects):
+        try:
+            value = parse(body)
+        except (ValueError, SyntaxError):
+            continue
+        return value if isinstance(value, list) else [value]
+    raise SchemaError("tools_unparseable", f"<tools> block is neither JSON nor a python literal: {body[:120]}")
+
+
+def _json_list(body: str) -> Any:
+    return json.loads(body)
+
+
+def _concatenated_objects(body: str) -> list[Any]:
+    """``{...}\n{...}``: JSON objects separated only by whitespace."""
+    decoder, values, i = json.JSONDecoder(), [], 0
+    while i < len(body):
+        if body[i].isspace():
+            i += 1
+            continue
+        value, i = decoder.raw_decode(body, i)
+        values.append(value)
+    return values
+
+
+def _turns(conversations: list[dict]) -> list[Turn]:
+    turns = []
+    for msg in conversations:
+        role = ROLE_ALIASES.get(str(msg.get("from", msg.get("role", ""))).lower())
+        content = msg.get("value", msg.get("content"))
+        if role is None or not isinstance(content, str):
+            raise ValueError(f"message with unknown role or non-text content: {str(msg)[:120]}")
+        turn = Turn(role, content)
+        if role == "assistant" and "<tool_call>" in content:
+            try:
+                turn.calls = parse_hermes_calls(content)
+                turn.content = re.sub(r"<tool_call>.*?</tool_call>", "", content, flags=re.S).strip()
+            except CallParseError as exc:
+                turn.call_error = str(exc)
+        turns.append(turn)
+    return turns
+
+
+def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) -> Iterable[Candidate | Rejection]:
+    """One ShareGPT record -> one candidate per user turn."""
+    if not isinstance(record, dict) or UNREADABLE in record:
+        return [Rejection("malformed_record", str(record)[:200], index)]
+    conversations = record.get("conversations")
+    if not isinstance(conversations, list):
+        return [Rejection("malformed_record", "no conversations list", index)]
+    raw_tools = record.get("tools")
+    if not raw_tools:
+        system = next((m.get("value", "") for m in conversations
+                       if isinstance(m, dict) and m.get("from") == "system"), "")
+        raw_tools = tools_from_system(system)
+    if not raw_tools:
+        return [Rejection("no_tools", "neither a tools field nor a <tools> block", index)]
+    tools = normalize_tools(raw_tools)
+    return split_dialogue(_turns(conversations), tools, SOURCE, index, drop_no_call_turns)
+
+
+def _make_convert(args: argparse.Namespace):
+    return lambda record, index: convert_record(record, index, args.drop_no_call_turns)
+
+
+def add_turn_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--drop_no_call_turns", action="store_true",
+                        help="reject user turns answered without a call (default: keep them as irrelevance rows)")
+
+
+def main(argv: Sequence[str] | None = None):
+    return main_for(SOURCE, __doc__.splitlines()[0], _make_convert, argv, add_arguments=add_turn_arguments)
+
+
+if __name__ == "__main__":
+    main()
