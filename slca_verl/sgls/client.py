@@ -197,10 +197,10 @@ class ChatClient:
         state = self._state()
         with self._lock:
             self._counters["requests"] += 1
-        start = time.monotonic()
         tried: set[int] = set()
         last: ChatClientError | None = None
         async with state.semaphore:
+            start = time.monotonic()  # latency excludes queueing for a concurrency slot
             for attempt in range(self.max_retries + 1):
                 idx = self._pick(tried)
                 if attempt > 0:
@@ -248,7 +248,8 @@ class ChatClient:
         """Counters since construction (flat dict of numbers, ready for a metrics logger).
 
         Keys: requests, successes, failures, attempts, retries, failovers, ``errors/<kind>`` (per attempt),
-        ``failed/<kind>`` (per call), latency_p50_s / p90 / p99 / mean (successful calls, including retries),
+        ``failed/<kind>`` (per call), latency_p50_s / p90 / p99 / mean (successful calls, retries included, time
+        spent waiting for a concurrency slot excluded),
         ``replica/<i>/requests``, ``replica/<i>/failures``, ``replica/<i>/healthy``, in_flight.
         """
         with self._lock:
