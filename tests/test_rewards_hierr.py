@@ -246,3 +246,12 @@ def test_a_tool_call_quoted_inside_a_tool_response_is_not_the_models_call():
     text = CALL + "\nuser\n<tool_response>\nsee <tool_call>{}</tool_call>\n</tool_response>\nassistant\n" + REPLY
     out = asyncio.run(score_decoded(text, GT))
     assert out["fmt"] == 1.0 and out["num_calls"] == 1
+
+
+@pytest.mark.parametrize("tag", ["<tool_call>", "<tool_response>", "<think>"])
+def test_thousands_of_unclosed_tags_are_parsed_in_linear_time(tag):
+    text = tag * 20_000 + CALL  # a lazy-regex parser would take minutes here
+    start = time.perf_counter()
+    out = asyncio.run(score_decoded(text, GT))
+    assert time.perf_counter() - start < 2.0
+    assert tuple(out) == RESULT_KEYS

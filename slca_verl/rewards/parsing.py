@@ -24,18 +24,14 @@ logger = logging.getLogger(__name__)
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
-TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-TOOL_RESPONSE_RE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
 # <think>…</think> and <thinking>…</thinking>, closed pairs only.
-THINK_RE = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL)
-# A run of tool responses as the Qwen template renders them between assistant turns, with or without the special
+_THINK_OPEN_RE = re.compile(r"<think(?:ing)?>")
+_THINK_CLOSE_RE = re.compile(r"</think(?:ing)?>")
+# The role headers around a run of tool responses, as the Qwen template renders them, with or without the special
 # tokens (verl decodes with skip_special_tokens=True, which drops <|im_start|>/<|im_end|> but keeps the role words).
-_OBSERVATION_RUN_RE = re.compile(
-    r"(?:<\|im_end\|>)?\s*(?:<\|im_start\|>)?(?:user|tool)?\s*"
-    r"((?:<tool_response>.*?</tool_response>\s*)+)"
-    r"(?:<\|im_end\|>)?\s*(?:(?:<\|im_start\|>)?assistant\s*\n)?",
-    re.DOTALL,
-)
+_HEADER_BEFORE_RE = re.compile(r"(?:<\|im_end\|>)?\s*(?:<\|im_start\|>)?(?:user|tool)?\s*$")
+_HEADER_AFTER_RE = re.compile(r"\s*(?:<\|im_end\|>)?\s*(?:(?:<\|im_start\|>)?assistant[ \t]*\n)?")
+_HEADER_WINDOW = 64  # headers are short; matching only this window keeps splitting linear in the text length
 _SPECIAL_TOKENS_RE = re.compile(r"<\|(?:im_start|im_end|endoftext)\|>")
 
 
@@ -83,11 +79,35 @@ class ParsedCalls:
 
 def strip_think(text: str) -> str:
     """Remove closed ``<think>…</think>`` pairs; a dangling ``</think>`` (Qwen3 puts ``<think>`` in the prompt)
-    drops everything before it."""
-    text = THINK_RE.sub("", text)
+    drops everything before it. Linear time (a regex with a lazy ``.*?`` is quadratic on unclosed tags)."""
+    kept, pos = [], 0
+    while True:
+        m_open = _THINK_OPEN_RE.search(text, pos)
+        m_close = _THINK_CLOSE_RE.search(text, m_open.end()) if m_open else None
+        if not m_close:
+            break
+        kept.append(text[pos : m_open.start()])
+        pos = m_close.end()
+    text = "".join(kept) + text[pos:]
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
     return text
+
+
+def find_blocks(text: str, open_tag: str, close_tag: str) -> list[tuple[int, int, str]]:
+    """``(start, end, body)`` of each ``open_tag…close_tag`` pair, left to right, the body ending at the first close
+    tag (like a lazy regex), in linear time: once no close tag is left, no later open tag can match either."""
+    out, pos = [], 0
+    while True:
+        i = text.find(open_tag, pos)
+        if i < 0:
+            break
+        j = text.find(close_tag, i + len(open_tag))
+        if j < 0:
+            break
+        out.append((i, j + len(close_tag), text[i + len(open_tag) : j]))
+        pos = j + len(close_tag)
+    return out
 
 
 def to_python(obj: Any) -> Any:
@@ -110,7 +130,7 @@ def parse_tool_calls(text: str, allowed_tools: set[str] | None, *, accept_string
     absent or null means ``{}``). With ``accept_string_arguments`` a JSON-encoded string of an object is decoded.
     """
     out = ParsedCalls(open_tags=text.count(OPEN_TAG), close_tags=text.count(CLOSE_TAG))
-    for body in TOOL_CALL_RE.findall(text):
+    for _, _, body in find_blocks(text, OPEN_TAG, CLOSE_TAG):
         calls, err = _parse_block(body, allowed_tools, accept_string_arguments)
         if err:
             out.errors.append(err)
@@ -178,11 +198,20 @@ def split_decoded_response(solution_str: str) -> Trajectory:
     if not isinstance(solution_str, str):
         solution_str = "" if solution_str is None else str(solution_str)
     assistant, responses = [], []
+    runs: list[list[tuple[int, int, str]]] = []  # tool responses separated by whitespace only form one run
+    for block in find_blocks(solution_str, "<tool_response>", "</tool_response>"):
+        if runs and not solution_str[runs[-1][-1][1] : block[0]].strip():
+            runs[-1].append(block)
+        else:
+            runs.append([block])
     pos = 0
-    for m in _OBSERVATION_RUN_RE.finditer(solution_str):
-        assistant.append(solution_str[pos : m.start()])
-        responses.extend(r.strip() for r in TOOL_RESPONSE_RE.findall(m.group(1)))
-        pos = m.end()
+    for run in runs:
+        piece = solution_str[pos : run[0][0]]
+        window = piece[-_HEADER_WINDOW:]
+        assistant.append(piece[: len(piece) - len(window)] + window[: _HEADER_BEFORE_RE.search(window).start()])
+        responses.extend(body.strip() for _, _, body in run)
+        pos = run[-1][1]
+        pos += _HEADER_AFTER_RE.match(solution_str[pos : pos + _HEADER_WINDOW]).end()
     tail = solution_str[pos:]
     ends_with_observation = bool(responses) and not tail.strip()
     if tail.strip() or not assistant:
