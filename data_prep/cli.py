@@ -21,7 +21,7 @@ __all__ = ["build_parser", "options_from_args", "main_for"]
 
 
 def build_parser(source: str, description: str, split_name: str = "train", val_ratio: float = 0.0,
-                 input_required: bool = True) -> argparse.ArgumentParser:
+                 input_required: bool = True, dedup: str = "exact") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m data_prep.{source}", description=description)
     p.add_argument("--input", required=input_required, help="local file (.parquet/.json/.jsonl) or folder")
     p.add_argument("--output_dir", required=True, help="where <name>_<split>.parquet and <name>_report.json go")
@@ -29,7 +29,7 @@ def build_parser(source: str, description: str, split_name: str = "train", val_r
     p.add_argument("--seed", type=int, default=0, help="seed of the train/val split")
     p.add_argument("--val_ratio", type=float, default=val_ratio, help="fraction of source records for validation")
     p.add_argument("--split_name", default=split_name, help="name of the main split")
-    p.add_argument("--dedup", choices=["exact", "question", "none"], default="exact",
+    p.add_argument("--dedup", choices=["exact", "question", "none"], default=dedup,
                    help="exact: same prompt+tools+gold; question: same normalised question and tool names")
     p.add_argument("--decontaminate_with", nargs="*", default=[], metavar="SOURCE",
                    help="drop rows whose question matches: 'bfcl' (bfcl-eval's data), 'tau2=/path/tasks.json'")

@@ -110,7 +110,11 @@ def build_row(c: Candidate, system_prompt: str = "hermes") -> dict[str, Any]:
     if c.prompt is not None:
         prompt = c.prompt
     elif system_prompt == "hermes":
-        prompt = [{"role": "system", "content": hermes_system_prompt(c.tools)}] + c.messages
+        system = hermes_system_prompt(c.tools)
+        messages = list(c.messages)
+        if messages and messages[0]["role"] == "system":  # one system message: the source's text after ours
+            system = f"{system}\n\n{messages.pop(0)['content']}"
+        prompt = [{"role": "system", "content": system}] + messages
     else:
         prompt = list(c.messages)
     gold = [[{"name": call["name"], "arguments": call.get("arguments", {})} for call in step] for step in c.gold]
