@@ -1,0 +1,193 @@
+"""Advantage estimators of slca-verl, registered in verl's ``ADV_ESTIMATOR_REGISTRY``.
+
+``slca_grpo`` — Segment-Locked Credit Assignment GRPO (arXiv 2609.29050, "Resolving Cross-Segment Credit
+Misattribution in Tool-Calling RL"). Switch an existing verl config to it with::
+
+    algorithm.adv_estimator=slca_grpo \
+    +algorithm.slca.lambda_tool=1.0 +algorithm.slca.lambda_sum=1.0   # optional, defaults shown
+
+Everything here is vectorised over the batch: no Python loop over samples, groups or tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from verl.trainer.ppo.core_algos import register_adv_est
+from verl.utils.groupwise import as_torch_index
+
+from slca_verl import segments
+
+logger = logging.getLogger(__name__)
+
+_warned_scalar_reward = False
+
+
+def _cfg(config: Any, key: str, default: Any) -> Any:
+    """Read ``key`` from a DictConfig, dict, verl AlgoConfig dataclass or None."""
+    if config is None:
+        return default
+    if hasattr(config, "get"):
+        try:
+            value = config.get(key, default)
+        except Exception:  # a dataclass whose .get rejects unknown keys
+            value = getattr(config, key, default)
+    else:
+        value = getattr(config, key, default)
+    return default if value is None else value
+
+
+def slca_settings(config: Any) -> dict:
+    """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon}`` and verl's own
+    ``algorithm.norm_adv_by_std_in_grpo``. Unknown keys under ``algorithm.slca`` are an error (typos would
+    otherwise silently train with defaults)."""
+    slca = _cfg(config, "slca", {}) or {}
+    known = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6}
+    unknown = set(slca.keys()) - set(known)
+    if unknown:
+        raise ValueError(f"slca_grpo: unknown keys under algorithm.slca: {sorted(unknown)}; known: {sorted(known)}")
+    out = {k: float(slca.get(k, v)) for k, v in known.items()}
+    out["norm_adv_by_std_in_grpo"] = bool(_cfg(config, "norm_adv_by_std_in_grpo", True))
+    return out
+
+
+def group_zscore(
+    scores: torch.Tensor,
+    present: torch.Tensor,
+    gidx: torch.Tensor,
+    num_groups: int,
+    epsilon: float,
+    norm_by_std: bool,
+) -> torch.Tensor:
+    """Z-score ``scores`` within each group over the rows where ``present`` holds.
+
+    Args:
+        scores: `(torch.Tensor)` shape (bs,) float.
+        present: `(torch.Tensor)` shape (bs,) bool; rows without the segment take no part and get 0.
+        gidx: `(torch.Tensor)` shape (bs,) long, group ids in [0, num_groups).
+        num_groups: G.
+        epsilon: added to the std.
+        norm_by_std: divide by the std (GRPO) or only centre (Dr.GRPO).
+
+    Returns:
+        `(torch.Tensor)` shape (bs,):
+        A_i = (r_i - mean_g) / (std_g + eps), mean and unbiased std over {j in g : present_j};
+        A_i = 0 where not present_i or fewer than 2 rows of g are present.
+
+    The arithmetic follows verl's ``group_mean_std`` step for step, so that with every row present the result is
+    bit-identical to ``grpo_vectorized`` (for groups of two or more).
+    """
+    p = present.to(scores.dtype)
+    count = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, p)
+    s1 = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, scores * p)
+    mean = s1 / count.clamp_min(1.0)
+    centered = scores - mean[gidx]
+    sq = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, centered * centered * p)
+    std = torch.sqrt(torch.clamp(sq / (count - 1.0).clamp_min(1.0), min=0.0))
+    adv = centered / (std[gidx] + epsilon) if norm_by_std else centered
+    keep = present & (count[gidx] >= 2)
+    return torch.where(keep, adv, torch.zeros_like(adv))
+
+
+def _check_finite(r_tool: torch.Tensor, r_sum: torch.Tensor) -> None:
+    """Raise on NaN/inf rewards. Both segment sums multiply the whole row, so any non-finite token shows here."""
+    bad_rows = ~(torch.isfinite(r_tool) & torch.isfinite(r_sum))  # (bs,)
+    if bool(bad_rows.any()):
+        rows = bad_rows.nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"slca_grpo: non-finite reward (NaN or inf) in token_level_rewards of rows {rows}; check the reward "
+            f"function's output"
+        )
+
+
+def _warn_if_scalar_reward(r_tool: torch.Tensor, has_tool: torch.Tensor) -> None:
+    """Warn once when tool segments exist but none carries any reward: the plain-scalar-reward pattern."""
+    global _warned_scalar_reward
+    if _warned_scalar_reward or not bool(has_tool.any()):
+        return
+    if bool((r_tool[has_tool] == 0).all()):
+        _warned_scalar_reward = True
+        logger.warning(
+            "slca_grpo: %d responses have tool-call segments but every tool-segment reward in the batch is exactly "
+            "0, so tool-call tokens get no execution advantage. This is what happens when the reward is one scalar "
+            "on the last token (verl's `tool_agent` loop). Use the `slca_tool_agent` agent loop "
+            "(actor_rollout_ref.rollout.agent.default_agent_loop=slca_tool_agent, or agent_name in the dataset) "
+            "with the HierR reward, which places the execution reward at the end of the tool segment. "
+            "(Shown once.)",
+            int(has_tool.sum()),
+        )
+
+
+@register_adv_est("slca_grpo")
+def compute_slca_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Optional[Any] = None,
+    segment_ids: Optional[torch.Tensor] = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Segment-locked GRPO advantages: execution credit to tool-call tokens, preference credit to the summary.
+
+    Args:
+        token_level_rewards: `(torch.Tensor)` shape (bs, response_length). The execution reward sits on the tool
+            segment's tokens (``slca_tool_agent`` puts it on the segment's last token), the preference reward on
+            the summary's; their sum over the response is the trajectory score plain ``grpo`` sees.
+        response_mask: `(torch.Tensor)` shape (bs, response_length); 0 on tool responses and padding.
+        index: `(np.ndarray)` shape (bs,), group (uid) of each response.
+        config: verl's ``algorithm`` config. Reads ``norm_adv_by_std_in_grpo`` and the optional
+            ``algorithm.slca.{lambda_tool, lambda_sum, epsilon}`` (defaults 1.0, 1.0, 1e-6).
+        segment_ids: optional `(torch.Tensor)` shape (bs, response_length) with
+            0 = observation, 1 = tool, 2 = summary. When absent, the ids set by the ``slca_sync`` trainer
+            (:func:`slca_verl.segments.explicit_segment_ids`) are used, else segments come from response_mask
+            runs (last run = summary, earlier runs = tool).
+
+    Formula, for segment s in {tool, sum} and group g:
+        R_i^s = sum_t token_level_rewards[i, t] * 1[t in segment s of i]
+        A_i^s = lambda_s * (R_i^s - mean_{j in g, s in j} R_j^s) / (std_{j in g, s in j} R_j^s + eps)
+                (unbiased std; 0 when fewer than 2 rollouts of g have segment s; no division by the std when
+                 norm_adv_by_std_in_grpo is False)
+        adv[i, t] = tool_mask[i, t] * A_i^tool + summary_mask[i, t] * A_i^sum     (0 on observations)
+
+    With one segment per response (every response a summary) and lambda_sum = 1 this is exactly verl's ``grpo``
+    for groups of two or more; unlike ``grpo`` a group of one gets 0, not its raw score.
+
+    Returns:
+        advantages: `(torch.Tensor)` shape (bs, response_length)
+        returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
+    """
+    cfg = slca_settings(config)
+    if segment_ids is None:
+        segment_ids = segments.current_explicit_segment_ids()
+
+    with torch.no_grad():
+        if segment_ids is not None:
+            tool_mask, summary_mask = segments.segment_masks_from_ids(
+                segment_ids.to(token_level_rewards.device), response_mask
+            )
+        else:
+            tool_mask, summary_mask = segments.segment_masks_from_response_mask(response_mask)
+
+        # segment rewards, (bs,); a NaN anywhere in a row's rewards propagates into both sums
+        r_tool = (token_level_rewards * tool_mask).sum(dim=-1)
+        r_sum = (token_level_rewards * summary_mask).sum(dim=-1)
+        _check_finite(r_tool, r_sum)
+        has_tool = tool_mask.any(dim=-1)
+        has_sum = summary_mask.any(dim=-1)
+        _warn_if_scalar_reward(r_tool, has_tool)
+
+        gidx = as_torch_index(index, device=token_level_rewards.device)
+        num_groups = int(gidx.max().item()) + 1 if gidx.numel() else 0
+        eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
+        a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
+        a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
+
+        zero = torch.zeros((), dtype=token_level_rewards.dtype, device=token_level_rewards.device)
+        advantages = torch.where(
+            summary_mask, a_sum.unsqueeze(-1), torch.where(tool_mask, a_tool.unsqueeze(-1), zero)
+        )  # (bs, L)
+    return advantages, advantages
+

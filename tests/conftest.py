@@ -1,0 +1,48 @@
+"""Shared fixtures: verl is imported once per session; Ray + TransferQueue start once, only when a test asks."""
+
+import numpy as np
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session")
+def transfer_queue():
+    """A real TransferQueue (SimpleStorage backend) inside a local Ray (8 logical CPUs: the controller and storage units are actors that each reserve one), shared by the whole session."""
+    ray = pytest.importorskip("ray")
+    import transfer_queue as tq
+
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    tq.init()
+    yield tq
+    tq.close()
+    if started_ray:
+        ray.shutdown()
+
+
+def make_batch(seed: int, bs: int, L: int, max_turns: int = 4, group_size: int = 4, reward_at_ends: bool = True):
+    """A random multi-turn batch: (token_level_rewards, response_mask, index).
+
+    Each row holds 1..max_turns assistant runs separated by observation gaps, then padding. With
+    ``reward_at_ends`` a reward sits on the last token of every run (what slca_tool_agent writes); otherwise every
+    token gets a random reward (the estimator must not care where in a segment the reward is).
+    """
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.zeros(bs, L, dtype=torch.int64)
+    rewards = torch.zeros(bs, L, dtype=torch.float32)
+    for i in range(bs):
+        turns = int(torch.randint(1, max_turns + 1, (1,), generator=g))
+        pos = int(torch.randint(0, 2, (1,), generator=g))  # sometimes an observation-free start
+        for _ in range(turns):
+            run = int(torch.randint(1, max(2, L // (2 * max_turns)), (1,), generator=g))
+            if pos + run > L:
+                break
+            mask[i, pos : pos + run] = 1
+            if reward_at_ends:
+                rewards[i, pos + run - 1] = float(torch.rand((), generator=g))
+            pos += run + int(torch.randint(1, max(2, L // (4 * max_turns)), (1,), generator=g))
+    if not reward_at_ends:
+        rewards = torch.rand(bs, L, generator=g) * mask
+    index = np.array([f"q{i // group_size}" for i in range(bs)], dtype=object)
+    return rewards, mask, index

@@ -1,0 +1,248 @@
+"""slca_grpo against hand-computed values, a plain reference loop, and verl's own grpo estimators."""
+
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_batch
+from reference import reference_slca
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+from slca_verl import core_algos, segments
+from slca_verl.core_algos import compute_slca_grpo_advantage
+
+EPS = 1e-6
+
+
+def zscore(values):
+    """Hand formula: (x - mean) / (unbiased std + eps)."""
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return [(v - mean) / (std + EPS) for v in values]
+
+
+def row(mask, rewards_at):
+    m = torch.tensor(mask, dtype=torch.int64)
+    r = torch.zeros(len(mask))
+    for t, v in rewards_at.items():
+        r[t] = v
+    return r, m
+
+
+@pytest.fixture
+def two_groups():
+    """Group a: two tool+summary rollouts and one summary-only; group b: a three-run rollout and an empty one."""
+    rows = [
+        row([1, 1, 0, 0, 1, 1, 1, 0, 0, 0], {1: 0.6, 6: 0.4}),
+        row([1, 1, 1, 0, 0, 1, 1, 0, 0, 0], {2: 0.2, 6: 0.9}),
+        row([1, 1, 1, 1, 0, 0, 0, 0, 0, 0], {3: 0.5}),
+        row([1, 1, 0, 1, 1, 0, 1, 1, 1, 0], {1: 0.1, 4: 0.3, 8: 1.0}),
+        row([0] * 10, {}),
+    ]
+    rewards = torch.stack([r for r, _ in rows])
+    mask = torch.stack([m for _, m in rows])
+    index = np.array(["a", "a", "a", "b", "b"], dtype=object)
+    return rewards, mask, index
+
+
+def test_two_groups_with_mixed_segment_presence_match_hand_computed_values(two_groups):
+    rewards, mask, index = two_groups
+    adv, ret = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index, config=None)
+
+    tool_a = zscore([0.6, 0.2])  # rollout 2 has no tool segment and takes no part
+    sum_a = zscore([0.4, 0.9, 0.5])
+    expected = torch.zeros(5, 10)
+    expected[0, [0, 1]] = tool_a[0]
+    expected[0, [4, 5, 6]] = sum_a[0]
+    expected[1, [0, 1, 2]] = tool_a[1]
+    expected[1, [5, 6]] = sum_a[1]
+    expected[2, [0, 1, 2, 3]] = sum_a[2]
+    # group b: only rollout 3 has segments, fewer than two rollouts per segment -> 0; rollout 4 is empty
+    torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
+    assert torch.equal(adv, ret)
+    assert abs(tool_a[0] - 1 / math.sqrt(2)) < 1e-5  # sanity of the hand formula itself
+
+
+def test_advantages_are_zero_on_observations_and_padding(two_groups):
+    rewards, mask, index = two_groups
+    adv, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert torch.all(adv[mask == 0] == 0)
+
+
+def test_lambdas_scale_each_segment_after_normalisation(two_groups):
+    rewards, mask, index = two_groups
+    base, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    cfg = {"slca": {"lambda_tool": 0.5, "lambda_sum": 2.0}}
+    scaled, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg)
+    tool, summary = segments.segment_masks_from_response_mask(mask)
+    torch.testing.assert_close(scaled[tool], 0.5 * base[tool])
+    torch.testing.assert_close(scaled[summary], 2.0 * base[summary])
+
+
+def test_without_std_normalisation_advantages_are_centred_rewards(two_groups):
+    rewards, mask, index = two_groups
+    adv, _ = compute_slca_grpo_advantage(
+        token_level_rewards=rewards, response_mask=mask, index=index, config={"norm_adv_by_std_in_grpo": False}
+    )
+    assert adv[0, 0].item() == pytest.approx(0.6 - 0.4, abs=1e-6)
+    assert adv[1, 5].item() == pytest.approx(0.9 - 0.6, abs=1e-6)
+
+
+def test_group_of_one_and_equal_rewards_give_zeros_never_nan():
+    rewards, mask = torch.zeros(4, 6), torch.zeros(4, 6, dtype=torch.int64)
+    mask[:, :2] = 1
+    mask[:, 3:5] = 1
+    rewards[:, 1] = 0.7  # equal tool rewards in group "eq"
+    rewards[:, 4] = 0.3  # equal summary rewards
+    index = np.array(["eq", "eq", "eq", "alone"], dtype=object)
+    adv, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert torch.isfinite(adv).all()
+    assert torch.count_nonzero(adv) == 0
+
+
+def test_empty_responses_and_zero_length_batches_give_zeros():
+    adv, _ = compute_slca_grpo_advantage(
+        token_level_rewards=torch.zeros(3, 5), response_mask=torch.zeros(3, 5), index=np.array(["a", "a", "b"])
+    )
+    assert torch.count_nonzero(adv) == 0
+    adv, _ = compute_slca_grpo_advantage(
+        token_level_rewards=torch.zeros(2, 0), response_mask=torch.zeros(2, 0), index=np.array(["a", "a"])
+    )
+    assert adv.shape == (2, 0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_rewards_raise_an_error_naming_the_estimator(two_groups, bad):
+    rewards, mask, index = two_groups
+    rewards[1, 6] = bad
+    with pytest.raises(ValueError, match="slca_grpo: non-finite reward .* rows \\[1\\]"):
+        compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+
+
+def test_unknown_slca_config_keys_are_rejected(two_groups):
+    rewards, mask, index = two_groups
+    with pytest.raises(ValueError, match="unknown keys under algorithm.slca: \\['lamda_tool'\\]"):
+        compute_slca_grpo_advantage(
+            token_level_rewards=rewards, response_mask=mask, index=index, config={"slca": {"lamda_tool": 2.0}}
+        )
+
+
+def test_explicit_ids_handle_an_episode_cut_on_a_tool_turn():
+    """Row 1 was cut by the turn limit: two tool turns and no summary. Runs alone would call its last turn a
+    summary; explicit ids keep it a tool turn and leave it out of the summary normalisation."""
+    T, S, O = segments.TOOL, segments.SUMMARY, segments.OBSERVATION
+    ids = torch.tensor(
+        [
+            [T, T, O, S, S, O],
+            [T, T, O, T, T, O],
+            [T, O, O, S, O, O],
+        ],
+        dtype=torch.int8,
+    )
+    mask = (ids != O).long()
+    rewards = torch.zeros(3, 6)
+    rewards[0, 1], rewards[0, 4] = 1.0, 0.2
+    rewards[1, 1], rewards[1, 4] = 0.0, 0.0  # tool reward 0.0 sits on the end of the last tool turn
+    rewards[1, 4] = 0.5
+    rewards[2, 0], rewards[2, 3] = 0.3, 0.8
+    index = np.array(["g", "g", "g"], dtype=object)
+    adv, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index, segment_ids=ids)
+    tool = zscore([1.0, 0.5, 0.3])
+    summ = zscore([0.2, 0.8])
+    expected = torch.tensor(
+        [
+            [tool[0], tool[0], 0, summ[0], summ[0], 0],
+            [tool[1], tool[1], 0, tool[1], tool[1], 0],
+            [tool[2], 0, 0, summ[1], 0, 0],
+        ]
+    )
+    torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
+
+    # the same tensors through the trainer's hand-over (context variable) give the same result
+    with segments.explicit_segment_ids(ids):
+        via_context, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert torch.equal(via_context, adv)
+    assert segments.current_explicit_segment_ids() is None
+
+
+def test_explicit_ids_that_disagree_with_the_mask_are_rejected():
+    mask = torch.tensor([[1, 1, 0]])
+    with pytest.raises(ValueError, match="response_mask == 0"):
+        compute_slca_grpo_advantage(
+            token_level_rewards=torch.zeros(1, 3),
+            response_mask=mask,
+            index=np.array(["a"]),
+            segment_ids=torch.tensor([[1, 2, 2]], dtype=torch.int8),
+        )
+    with pytest.raises(ValueError, match="shape"):
+        compute_slca_grpo_advantage(
+            token_level_rewards=torch.zeros(1, 3),
+            response_mask=mask,
+            index=np.array(["a"]),
+            segment_ids=torch.tensor([[1, 2]], dtype=torch.int8),
+        )
+
+
+def test_scalar_reward_on_the_last_token_warns_once_naming_the_agent_loop(two_groups, caplog, monkeypatch):
+    rewards, mask, index = two_groups
+    scalar = torch.zeros_like(rewards)
+    last = (mask.cumsum(-1) == mask.sum(-1, keepdim=True)) & (mask == 1)  # last trained token of each row
+    scalar[last] = rewards.sum(-1).repeat_interleave(last.sum(-1))
+    monkeypatch.setattr(core_algos, "_warned_scalar_reward", False)
+    with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
+        compute_slca_grpo_advantage(token_level_rewards=scalar, response_mask=mask, index=index)
+        compute_slca_grpo_advantage(token_level_rewards=scalar, response_mask=mask, index=index)
+    warnings = [r for r in caplog.records if "every tool-segment reward" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "slca_tool_agent" in warnings[0].getMessage()
+
+    caplog.clear()
+    monkeypatch.setattr(core_algos, "_warned_scalar_reward", False)
+    with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
+        compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert not [r for r in caplog.records if "every tool-segment reward" in r.getMessage()]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# agreement with verl's grpo and with a plain loop
+
+
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_single_segment_responses_equal_verl_grpo(seed, norm):
+    rewards, mask, index = make_batch(seed, bs=32, L=40, max_turns=1, group_size=4, reward_at_ends=False)
+    mask[:, 0] = 1  # no empty rows: verl's grpo gives an empty row its group's z-score times an all-zero mask anyway
+    rewards = rewards * mask
+    cfg = {"norm_adv_by_std_in_grpo": norm}
+    ours, _ = get_adv_estimator_fn("slca_grpo")(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg)
+    vec, _ = get_adv_estimator_fn("grpo_vectorized")(
+        token_level_rewards=rewards, response_mask=mask, index=index, norm_adv_by_std_in_grpo=norm
+    )
+    loop, _ = get_adv_estimator_fn("grpo")(
+        token_level_rewards=rewards.clone(), response_mask=mask, index=index, norm_adv_by_std_in_grpo=norm
+    )
+    assert torch.equal(ours, vec.to(ours.dtype))
+    torch.testing.assert_close(ours, loop.to(ours.dtype), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "seed,bs,L,turns,group", [(0, 16, 24, 4, 4), (1, 24, 50, 3, 8), (2, 9, 13, 2, 3), (3, 40, 64, 4, 5)]
+)
+@pytest.mark.parametrize("reward_at_ends", [True, False])
+def test_vectorised_estimator_matches_a_plain_reference_loop(seed, bs, L, turns, group, reward_at_ends):
+    rewards, mask, index = make_batch(seed, bs, L, max_turns=turns, group_size=group, reward_at_ends=reward_at_ends)
+    cfg = {"slca": {"lambda_tool": 0.7, "lambda_sum": 1.3}}
+    ours, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg)
+    ref = reference_slca(rewards, mask, index, 0.7, 1.3)
+    torch.testing.assert_close(ours.double(), ref, rtol=1e-4, atol=1e-5)
+    assert torch.count_nonzero(ref) > 0  # the batches exercise non-trivial groups
+
+
+def test_segment_ids_from_mask_label_runs():
+    mask = torch.tensor([[0, 1, 1, 0, 1, 0, 1, 1], [1, 1, 1, 0, 0, 0, 0, 0], [0] * 8])
+    ids = segments.segment_ids_from_response_mask(mask)
+    assert ids.tolist() == [[0, 1, 1, 0, 1, 0, 2, 2], [2, 2, 2, 0, 0, 0, 0, 0], [0] * 8]
+    assert segments.last_run_start(mask).tolist() == [6, 0, 8]
