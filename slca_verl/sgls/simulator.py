@@ -109,6 +109,7 @@ class Simulator:
             default_tool_schemas or [], forbid_extra_arguments=self.config.forbid_extra_arguments
         )
         self._toolsets: dict[str, ToolSet] = {}
+        self._last_toolset: tuple | None = None  # (schemas object, ToolSet); schemas are treated as immutable
         self._lock = threading.Lock()
         self._warned_scope = False
         self._counts = {
@@ -135,6 +136,9 @@ class Simulator:
             return tool_schemas
         if tool_schemas is None:
             return self.default_tools
+        last = self._last_toolset  # the same row object is passed call after call: skip re-keying it
+        if last is not None and last[0] is tool_schemas:
+            return last[1]
         key = tool_schemas if isinstance(tool_schemas, str) else canonical_json(
             [t.model_dump(exclude_none=True) if hasattr(t, "model_dump") else t for t in tool_schemas]
         )
@@ -145,6 +149,8 @@ class Simulator:
                 if len(self._toolsets) > 10000:
                     self._toolsets.clear()
                 self._toolsets[key] = ts
+        if not isinstance(tool_schemas, str):
+            self._last_toolset = (tool_schemas, ts)
         return ts
 
     async def call(

@@ -113,8 +113,15 @@ def test_unknown_model_is_a_4xx_client_error_not_retried(vllm):
 def test_tiny_timeout_gives_a_timeout_error(vllm):
     url, model = vllm
     c = ChatClient(url, model, timeout_s=0.001, max_retries=1, backoff_s=0.01)
+
+    async def main():
+        try:
+            await c.chat([{"role": "user", "content": "x"}], max_tokens=64)
+        finally:
+            await c.aclose()
+
     with pytest.raises(ChatClientError) as ei:
-        asyncio.run(c.chat([{"role": "user", "content": "x"}], max_tokens=64))
+        asyncio.run(main())
     assert ei.value.kind == "timeout"
 
 
@@ -136,7 +143,7 @@ def test_simulator_on_vllm_never_raises_and_keeps_group_answers_consistent(vllm)
     )
 
     async def main():
-        calls = [("get_order", {"order_id": i % 4}, f"g{i % 2}") for i in range(16)] + [("ping", {}, "g0")] * 2
+        calls = [("get_order", {"order_id": i % 4}, f"g{(i // 4) % 2}") for i in range(16)] + [("ping", {}, "g0")] * 2
         calls.append(("get_order", {"order_id": "seven"}, "g0"))  # rejected before any LLM call
         try:
             res = await asyncio.gather(*[sim.call(n, a, tool_schemas=TOOLS, scope=s) for n, a, s in calls])
