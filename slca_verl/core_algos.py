@@ -92,6 +92,18 @@ def group_zscore(
     return torch.where(keep, adv, torch.zeros_like(adv))
 
 
+#: Tokens per block of rows: the two float32 scratch buffers of a block (2 MiB each) stay in cache. Tuned on
+#: 2 cores (2^16 .. 2^20 tried; 2^19 fastest at every benchmark shape).
+BLOCK_TOKENS = 1 << 19
+
+
+def _row_blocks(bs: int, L: int) -> list[tuple[int, int]]:
+    """Row ranges [a, b) of about BLOCK_TOKENS tokens each. The estimator loops over these blocks (a few per
+    thousand responses), never over samples or tokens: every operation inside a block is a whole-tensor op."""
+    step = max(1, BLOCK_TOKENS // max(L, 1))
+    return [(a, min(a + step, bs)) for a in range(0, bs, step)]
+
+
 def _check_finite(r_tool: torch.Tensor, r_sum: torch.Tensor) -> None:
     """Raise on NaN/inf rewards. Both segment sums multiply the whole row, so any non-finite token shows here."""
     bad_rows = ~(torch.isfinite(r_tool) & torch.isfinite(r_sum))  # (bs,)
@@ -162,32 +174,67 @@ def compute_slca_grpo_advantage(
     cfg = slca_settings(config)
     if segment_ids is None:
         segment_ids = segments.current_explicit_segment_ids()
+    if segment_ids is not None and segment_ids.shape != response_mask.shape:
+        raise ValueError(
+            f"slca_grpo: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
+            f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
+        )
+
+    if token_level_rewards.numel() == 0:  # no responses, or zero-length responses: nothing to credit
+        advantages = torch.zeros_like(token_level_rewards)
+        return advantages, advantages
 
     with torch.no_grad():
-        if segment_ids is not None:
-            tool_mask, summary_mask = segments.segment_masks_from_ids(
-                segment_ids.to(token_level_rewards.device), response_mask
-            )
-        else:
-            tool_mask, summary_mask = segments.segment_masks_from_response_mask(response_mask)
+        rewards = token_level_rewards.float()
+        bs, L = rewards.shape
+        device = rewards.device
+        advantages = torch.empty_like(rewards)  # (bs, L): the only full-size allocation
+        r_tool = torch.empty(bs, dtype=torch.float32, device=device)
+        r_sum = torch.empty_like(r_tool)
+        has_tool = torch.empty(bs, dtype=torch.bool, device=device)
+        has_sum = torch.empty_like(has_tool)
 
-        # segment rewards, (bs,); a NaN anywhere in a row's rewards propagates into both sums
-        r_tool = (token_level_rewards * tool_mask).sum(dim=-1)
-        r_sum = (token_level_rewards * summary_mask).sum(dim=-1)
+        blocks = _row_blocks(bs, L)
+        step = blocks[0][1] if blocks else 0
+        tool_buf = torch.empty(step, L, dtype=torch.float32, device=device)  # block scratch, reused
+        sum_buf = torch.empty_like(tool_buf)
+        prod_buf = torch.empty_like(tool_buf)
+        pos1 = torch.arange(1, L + 1, dtype=torch.float32, device=device)
+
+        # pass 1, per block of rows: float tool / summary masks, segment rewards R^tool, R^sum, and the segment
+        # code v = tool + 2 * summary parked in the advantages buffer. A NaN anywhere in a row's rewards reaches
+        # both sums (NaN * 0 = NaN).
+        for a, b in blocks:
+            tool, summary, prod = tool_buf[: b - a], sum_buf[: b - a], prod_buf[: b - a]
+            if segment_ids is not None:
+                tool.copy_(segment_ids[a:b])
+                segments.fill_masks_from_ids(tool, response_mask[a:b].to(torch.float32), summary)
+                has_sum[a:b] = summary.amax(dim=-1) > 0
+            else:
+                tool.copy_(response_mask[a:b])  # the float mask; becomes the tool mask
+                start1 = segments.fill_last_run_start(tool, summary, pos1)
+                segments.fill_masks_from_last_start(tool, start1, pos1, summary)
+                has_sum[a:b] = start1 > 0
+            r_tool[a:b] = torch.mul(rewards[a:b], tool, out=prod).sum(dim=-1)
+            r_sum[a:b] = torch.mul(rewards[a:b], summary, out=prod).sum(dim=-1)
+            has_tool[a:b] = tool.amax(dim=-1) > 0
+            torch.add(tool, summary, alpha=2.0, out=advantages[a:b])
+
         _check_finite(r_tool, r_sum)
-        has_tool = tool_mask.any(dim=-1)
-        has_sum = summary_mask.any(dim=-1)
         _warn_if_scalar_reward(r_tool, has_tool)
 
-        gidx = as_torch_index(index, device=token_level_rewards.device)
+        gidx = as_torch_index(index, device=device)
         num_groups = int(gidx.max().item()) + 1 if gidx.numel() else 0
         eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
         a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
         a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
 
-        zero = torch.zeros((), dtype=token_level_rewards.dtype, device=token_level_rewards.device)
-        advantages = torch.where(
-            summary_mask, a_sum.unsqueeze(-1), torch.where(tool_mask, a_tool.unsqueeze(-1), zero)
-        )  # (bs, L)
+        # pass 2, per block: from v, summary = max(v - 1, 0) and tool = v - 2 * summary, then
+        # adv = tool * A_tool + summary * A_sum, in place (exact: the masks are disjoint 0/1)
+        for a, b in blocks:
+            v, summary = advantages[a:b], sum_buf[: b - a]
+            torch.sub(v, 1.0, out=summary).clamp_(min=0.0)
+            v.sub_(summary, alpha=2.0).mul_(a_tool[a:b].unsqueeze(-1)).addcmul_(summary, a_sum[a:b].unsqueeze(-1))
+        advantages = advantages.to(token_level_rewards.dtype)
     return advantages, advantages
 

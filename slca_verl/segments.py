@@ -40,28 +40,76 @@ _EXPLICIT_IDS: contextvars.ContextVar[Optional[torch.Tensor]] = contextvars.Cont
 )
 
 
-def last_run_start(response_mask: torch.Tensor) -> torch.Tensor:
-    """Index of the first token of the last run of ones in each row.
+# ---------------------------------------------------------------------------------------------------------------
+# Block kernels: float 0/1 masks written into caller-owned buffers (no allocation of (bs, L) temporaries).
+# The estimator runs them over blocks of rows that fit in cache; the convenience functions below run them once.
+
+
+def fill_last_run_start(mask_f: torch.Tensor, scratch: torch.Tensor, pos1: torch.Tensor) -> torch.Tensor:
+    """1-based start of the last run of ones in each row (0 for a row without ones).
 
     Args:
-        response_mask: `(torch.Tensor)` shape (bs, L), any dtype; nonzero = trained token.
+        mask_f: `(torch.Tensor)` shape (n, L) float, values 0/1.
+        scratch: `(torch.Tensor)` shape (n, L) float, overwritten.
+        pos1: `(torch.Tensor)` shape (L,) float, 1..L.
 
     Returns:
-        `(torch.Tensor)` shape (bs,) int64: start of the last run, or L for a row without ones.
+        `(torch.Tensor)` shape (n,) float.
 
-    A run starts at t when mask[t] == 1 and (t == 0 or mask[t-1] == 0). One pass of int16 work over (bs, L):
-    ``start_pos[t] = (t+1) * is_start[t]``, whose row max - 1 is the last start.
+    d[t] = mask[t] - mask[t-1] (mask[-1] = 0) is +1 where a run starts and -1 after it ends, so
+    max_t (t + 1) * d[t] is the 1-based position of the last start (0 for an empty row: d = 0 throughout).
     """
-    m = response_mask.bool()  # (bs, L)
-    bs, L = m.shape
-    if L == 0:
-        return torch.zeros(bs, dtype=torch.long, device=m.device)
-    is_start = m.clone()
-    is_start[:, 1:] &= ~m[:, :-1]  # (bs, L) bool
-    # positions fit in int32; (t + 1) so that "no start" (all zeros) maps to max == 0
-    pos1 = torch.arange(1, L + 1, dtype=torch.int32, device=m.device)
-    last = (is_start * pos1).amax(dim=-1).long() - 1  # (bs,), -1 when the row has no ones
-    return torch.where(last < 0, torch.full_like(last, L), last)
+    torch.sub(mask_f[:, 1:], mask_f[:, :-1], out=scratch[:, 1:])
+    scratch[:, :1] = mask_f[:, :1]
+    return scratch.mul_(pos1).amax(dim=-1)
+
+
+def fill_masks_from_last_start(
+    mask_f: torch.Tensor, start1: torch.Tensor, pos1: torch.Tensor, summary_out: torch.Tensor
+) -> None:
+    """Split a float mask into tool and summary in place: ``summary_out`` = trained tokens from the last run's
+    start on; ``mask_f`` becomes the remaining trained tokens (the tool segment).
+
+    summary[t] = mask[t] * clamp(t + 2 - start1, 0, 1)   (integers, so the clamp is an exact indicator of t+1 >= start1)
+    """
+    torch.sub(pos1, (start1 - 1.0).unsqueeze(-1), out=summary_out).clamp_(0.0, 1.0).mul_(mask_f)
+    mask_f.sub_(summary_out)
+
+
+def fill_masks_from_ids(ids_f: torch.Tensor, mask_f: torch.Tensor, summary_out: torch.Tensor, check: bool = True) -> None:
+    """Tool mask (into ``ids_f``) and summary mask (into ``summary_out``) from float segment ids, checked against
+    the float response mask when ``check``.
+
+    With v in {0, 1, 2}: summary = max(v - 1, 0), tool = v - 2 * summary, both exact 0/1 in float.
+
+    Raises:
+        ValueError: ids outside {OBSERVATION, TOOL, SUMMARY}, or a tool/summary id where response_mask == 0.
+    """
+    if check and bool(((ids_f != OBSERVATION) & (ids_f != TOOL) & (ids_f != SUMMARY)).any()):
+        raise ValueError(
+            f"slca_grpo: explicit segment ids must be {OBSERVATION} (observation), {TOOL} (tool) or "
+            f"{SUMMARY} (summary); got {sorted(torch.unique(ids_f).tolist())}"
+        )
+    if check and bool(((ids_f != OBSERVATION) & (mask_f == 0)).any()):
+        raise ValueError("slca_grpo: explicit segment ids mark tokens with response_mask == 0 as tool/summary")
+    torch.sub(ids_f, 1.0, out=summary_out).clamp_(min=0.0)  # summary = max(v - 1, 0)
+    ids_f.sub_(summary_out, alpha=2.0)  # tool = v - 2 * summary
+
+
+def _float_pos1(L: int, device) -> torch.Tensor:
+    return torch.arange(1, L + 1, dtype=torch.float32, device=device)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Convenience (allocating) forms, for tests, the agent loop and analysis.
+
+
+def last_run_start(response_mask: torch.Tensor) -> torch.Tensor:
+    """0-based start of the last run of ones per row, shape (bs,) int64; L for a row without ones."""
+    mask_f = response_mask.to(torch.float32)
+    L = mask_f.shape[1]
+    start1 = fill_last_run_start(mask_f, torch.empty_like(mask_f), _float_pos1(L, mask_f.device)).long()
+    return torch.where(start1 == 0, torch.full_like(start1, L), start1 - 1)
 
 
 def segment_masks_from_response_mask(response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,11 +121,11 @@ def segment_masks_from_response_mask(response_mask: torch.Tensor) -> tuple[torch
     Returns:
         tool_mask, summary_mask: `(torch.Tensor)` bool, shape (bs, L); disjoint, and their union is the mask.
     """
-    m = response_mask.bool()
-    start = last_run_start(m)  # (bs,)
-    pos = torch.arange(m.shape[1], device=m.device)
-    in_last = pos.unsqueeze(0) >= start.unsqueeze(1)  # (bs, L)
-    return m & ~in_last, m & in_last
+    mask_f = response_mask.to(torch.float32)
+    summary = torch.empty_like(mask_f)
+    pos1 = _float_pos1(mask_f.shape[1], mask_f.device)
+    fill_masks_from_last_start(mask_f, fill_last_run_start(mask_f, summary, pos1), pos1, summary)
+    return mask_f.bool(), summary.bool()
 
 
 def segment_ids_from_response_mask(response_mask: torch.Tensor) -> torch.Tensor:
@@ -87,32 +135,16 @@ def segment_ids_from_response_mask(response_mask: torch.Tensor) -> torch.Tensor:
 
 
 def segment_masks_from_ids(segment_ids: torch.Tensor, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tool and summary masks from explicit per-token ids, checked against response_mask.
-
-    Args:
-        segment_ids: `(torch.Tensor)` shape (bs, L), values in {OBSERVATION, TOOL, SUMMARY}.
-        response_mask: `(torch.Tensor)` shape (bs, L).
-
-    Raises:
-        ValueError: shape mismatch, unknown ids, or a tool/summary id on a token with response_mask == 0.
-    """
+    """Tool and summary masks (bool, (bs, L)) from explicit per-token ids, checked against response_mask."""
     if segment_ids.shape != response_mask.shape:
         raise ValueError(
             f"slca_grpo: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
             f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
         )
-    tool = segment_ids == TOOL
-    summary = segment_ids == SUMMARY
-    m = response_mask.bool()
-    labelled = tool | summary
-    if bool((labelled & ~m).any()):
-        raise ValueError("slca_grpo: explicit segment ids mark tokens with response_mask == 0 as tool/summary")
-    if bool(((segment_ids != OBSERVATION) & ~labelled).any()):
-        raise ValueError(
-            f"slca_grpo: explicit segment ids must be {OBSERVATION} (observation), {TOOL} (tool) or "
-            f"{SUMMARY} (summary); got {sorted(torch.unique(segment_ids).tolist())}"
-        )
-    return tool, summary
+    ids_f = segment_ids.to(torch.float32)
+    summary = torch.empty_like(ids_f)
+    fill_masks_from_ids(ids_f, response_mask.to(torch.float32), summary)
+    return ids_f.bool(), summary.bool()
 
 
 @contextlib.contextmanager

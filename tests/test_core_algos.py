@@ -246,3 +246,18 @@ def test_segment_ids_from_mask_label_runs():
     ids = segments.segment_ids_from_response_mask(mask)
     assert ids.tolist() == [[0, 1, 1, 0, 1, 0, 2, 2], [2, 2, 2, 0, 0, 0, 0, 0], [0] * 8]
     assert segments.last_run_start(mask).tolist() == [6, 0, 8]
+
+
+@pytest.mark.parametrize("block_tokens", [1, 50, 1 << 19])
+def test_results_do_not_depend_on_the_cache_block_size(monkeypatch, block_tokens):
+    """Groups straddle blocks of rows when blocks are small; both paths must still match the reference."""
+    rewards, mask, index = make_batch(5, bs=30, L=24, max_turns=3, group_size=7)
+    ids = segments.segment_ids_from_response_mask(mask)
+    ids[::4] = torch.where(ids[::4] == segments.SUMMARY, torch.tensor(segments.TOOL, dtype=torch.int8), ids[::4])
+    monkeypatch.setattr(core_algos, "BLOCK_TOKENS", block_tokens)
+    runs, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    explicit, _ = compute_slca_grpo_advantage(
+        token_level_rewards=rewards, response_mask=mask, index=index, segment_ids=ids
+    )
+    torch.testing.assert_close(runs.double(), reference_slca(rewards, mask, index), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(explicit.double(), reference_slca(rewards, mask, index, ids=ids), rtol=1e-4, atol=1e-5)

@@ -1,0 +1,82 @@
+"""Time slca_grpo against verl's own grpo and grpo_vectorized, measured in the same run.
+
+    python benchmarks/bench_estimator.py                    # bs in {256, 1024, 4096}, L in {2048, 8192}
+    python benchmarks/bench_estimator.py --bs 256 --L 2048  # one shape
+
+Each response holds one to four assistant turns separated by observation gaps, then padding; rewards sit on the
+last token of each turn (the layout slca_tool_agent writes). Prints the median of --repeats timed calls per
+estimator and the ratios slca_grpo / grpo_vectorized and slca_grpo / grpo.
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+import verl  # noqa: F401  (loads the slca_verl plugin)
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+
+def make_inputs(bs: int, L: int, group: int = 16, seed: int = 0):
+    """(token_level_rewards float32, response_mask int64, index) with 1-4 turns per row, built with numpy."""
+    rng = np.random.default_rng(seed)
+    mask = np.zeros((bs, L), dtype=np.int64)
+    rewards = np.zeros((bs, L), dtype=np.float32)
+    turns = rng.integers(1, 5, size=bs)
+    used = rng.uniform(0.3, 1.0, size=bs) * L  # response length before padding
+    for i in range(bs):
+        k = int(turns[i])
+        # 2k-1 pieces: turn, obs, turn, obs, ..., turn
+        cuts = np.sort(rng.uniform(0, used[i], size=2 * k - 2)).astype(int)
+        bounds = np.concatenate([[0], cuts, [int(used[i])]])
+        for j in range(k):
+            s, e = bounds[2 * j], bounds[2 * j + 1]
+            if e > s:
+                mask[i, s:e] = 1
+                rewards[i, e - 1] = rng.uniform()
+    index = np.array([f"uid{i // group}" for i in range(bs)], dtype=object)
+    return torch.from_numpy(rewards), torch.from_numpy(mask), index
+
+
+def time_call(fn, repeats: int) -> float:
+    fn()  # warm-up
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bs", type=int, nargs="+", default=[256, 1024, 4096])
+    ap.add_argument("--L", type=int, nargs="+", default=[2048, 8192])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    slca = get_adv_estimator_fn("slca_grpo")
+    vec = get_adv_estimator_fn("grpo_vectorized")
+    loop = get_adv_estimator_fn("grpo")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median of {args.repeats} runs, ms")
+    header = f"{'bs':>6} {'L':>6} {'grpo':>10} {'grpo_vec':>10} {'slca_grpo':>10} {'slca/vec':>9} {'slca/grpo':>10}"
+    print(header)
+    print("-" * len(header))
+    for L in args.L:
+        for bs in args.bs:
+            r, m, idx = make_inputs(bs, L)
+            t_slca = time_call(lambda: slca(token_level_rewards=r, response_mask=m, index=idx, config=None), args.repeats)
+            t_vec = time_call(lambda: vec(token_level_rewards=r, response_mask=m, index=idx), args.repeats)
+            t_loop = time_call(lambda: loop(token_level_rewards=r.clone(), response_mask=m, index=idx), args.repeats)
+            print(
+                f"{bs:>6} {L:>6} {t_loop * 1e3:>10.1f} {t_vec * 1e3:>10.1f} {t_slca * 1e3:>10.1f} "
+                f"{t_slca / t_vec:>8.2f}x {t_slca / t_loop:>9.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()
