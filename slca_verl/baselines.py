@@ -1,0 +1,238 @@
+"""The paper's baseline estimators, ``toolpo`` and ``rltr``, and the reward layouts that feed them.
+
+Both are registered in verl's ``ADV_ESTIMATOR_REGISTRY`` beside ``slca_grpo`` (DESIGN §2, as the SLCA-GRPO authors
+re-implemented them), so a baseline run differs from the SLCA run by one override::
+
+    algorithm.adv_estimator=toolpo +algorithm.toolpo.lambda_action=1.0      # ToolPO
+    algorithm.adv_estimator=rltr                                            # RLTR (planner tokens only)
+
+and the agent loop's reward layout of the same name (``toolpo`` / ``rltr``, see :mod:`slca_verl.reward_layout`)
+places HierR's ``toolpo_*`` / ``rltr_*`` keys (:mod:`slca_verl.rewards.baselines`) where the estimator reads them.
+
+The third baseline, GDPO, is verl's own ``gdpo``; it reads reward components from ``non_tensor_batch`` (only on
+verl's legacy trainer, see docs/recipes.md), so it needs no code here.
+
+Segments follow ``slca_grpo`` exactly: explicit ids (keyword ``segment_ids`` or
+:func:`slca_verl.segments.current_explicit_segment_ids`), else response_mask runs (last run = summary).
+Everything is vectorised over the batch: no Python loop over samples, groups or tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from verl.trainer.ppo.core_algos import register_adv_est
+from verl.utils.groupwise import as_torch_index
+
+from slca_verl import segments
+from slca_verl.core_algos import _cfg, group_zscore
+from slca_verl.reward_layout import last_index, place, register_layout
+from slca_verl.segments import TOOL
+
+logger = logging.getLogger(__name__)
+
+
+def _settings(config: Any, name: str, known: dict) -> dict:
+    """``algorithm.<name>.*`` merged over ``known`` defaults, plus verl's ``norm_adv_by_std_in_grpo``.
+
+    Raises:
+        ValueError: a key under ``algorithm.<name>`` that is not in ``known`` (a typo would silently train with the
+            default otherwise).
+    """
+    section = _cfg(config, name, {}) or {}
+    unknown = set(section.keys()) - set(known)
+    if unknown:
+        raise ValueError(f"{name}: unknown keys under algorithm.{name}: {sorted(unknown)}; known: {sorted(known)}")
+    out = {k: float(section.get(k, v)) for k, v in known.items()}
+    out["norm_adv_by_std_in_grpo"] = bool(_cfg(config, "norm_adv_by_std_in_grpo", True))
+    return out
+
+
+def _masks(
+    name: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tool and summary masks, bool (bs, L), from explicit ids (argument, then the ``slca_sync`` context) or runs."""
+    if segment_ids is None:
+        segment_ids = segments.current_explicit_segment_ids()
+    if segment_ids is None:
+        return segments.segment_masks_from_response_mask(response_mask)
+    if segment_ids.shape != response_mask.shape:
+        raise ValueError(
+            f"{name}: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
+            f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
+        )
+    return segments.segment_masks_from_ids(segment_ids, response_mask)
+
+
+def _check_finite(name: str, rewards: torch.Tensor) -> None:
+    """Raise on NaN/inf anywhere in ``rewards`` (bs, L), naming the first offending rows."""
+    bad_rows = ~torch.isfinite(rewards).all(dim=-1)  # (bs,)
+    if bool(bad_rows.any()):
+        rows = bad_rows.nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"{name}: non-finite reward (NaN or inf) in token_level_rewards of rows {rows}; check the reward "
+            f"function's output"
+        )
+
+
+def _groups(index: np.ndarray, device) -> tuple[torch.Tensor, int]:
+    gidx = as_torch_index(index, device=device)
+    return gidx, (int(gidx.max().item()) + 1 if gidx.numel() else 0)
+
+
+def first_true(mask: torch.Tensor) -> torch.Tensor:
+    """Index of the first True per row, shape (bs,) long (0 for a row without one: check ``mask.any(-1)``)."""
+    return mask.to(torch.uint8).argmax(dim=-1)
+
+
+def last_true(mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last True per row, shape (bs,) long (L - 1 for a row without one)."""
+    L = mask.shape[-1]
+    return (L - 1) - mask.flip(-1).to(torch.uint8).argmax(dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ToolPO
+
+
+@register_layout("toolpo")
+def toolpo_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, float]:
+    """``toolpo_action`` -> the first tool token, ``toolpo_success`` -> the last trained token.
+
+    When the first tool token is also the last trained token (a one-token tool turn ending the response), only the
+    success reward is placed and the action reward is reported as dropped; :func:`compute_toolpo_advantage` leaves
+    such a row out of the action normalisation by the same rule.
+    """
+    rm = torch.zeros(len(segment_ids), dtype=torch.float32)
+    last = last_index(segment_ids)
+    first_tool = (segment_ids == TOOL).nonzero()
+    first_tool = int(first_tool[0]) if len(first_tool) else None
+    dropped = place(rm, last, reward["toolpo_success"])
+    if first_tool is None or first_tool == last:
+        return rm, dropped + float(reward["toolpo_action"])
+    return rm, dropped + place(rm, first_tool, reward["toolpo_action"])
+
+
+@register_adv_est("toolpo")
+def compute_toolpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Optional[Any] = None,
+    segment_ids: Optional[torch.Tensor] = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ToolPO advantages: the success advantage on every token, plus an action advantage on tool-call tokens.
+
+    Args:
+        token_level_rewards: `(torch.Tensor)` shape (bs, response_length), as the ``toolpo`` reward layout writes
+            it: R_action on the first tool token, R_success on the last trained token.
+        response_mask: `(torch.Tensor)` shape (bs, response_length); 0 on tool responses and padding.
+        index: `(np.ndarray)` shape (bs,), group (uid) of each response.
+        config: verl's ``algorithm`` config. Reads ``norm_adv_by_std_in_grpo`` and the optional
+            ``algorithm.toolpo.{lambda_action, epsilon}`` (defaults 1.0, 1e-6).
+        segment_ids: optional `(torch.Tensor)` shape (bs, response_length), ids as in :mod:`slca_verl.segments`;
+            else the ``slca_sync`` context's ids, else response_mask runs.
+
+    Formula (group g, f_i = first tool token of i, l_i = last trained token of i):
+        R_i^action = token_level_rewards[i, f_i]          for i with a tool segment and f_i != l_i ("present")
+        R_i^succ   = sum_t token_level_rewards[i, t] - R_i^action     (the KL penalty, if any, joins R^succ)
+        A_i^glob   = (R_i^succ - mean_g R^succ) / (std_g R^succ + eps)                     (every rollout of g)
+        A_i^action = (R_i^action - mean_{g, present} R^action) / (std_{g, present} R^action + eps)
+        adv[i, t]  = response_mask[i, t] * A_i^glob + tool_mask[i, t] * lambda_action * A_i^action
+
+    Unbiased std; an advantage is 0 when fewer than two rollouts take part in its normalisation. As in the authors'
+    ``toolpo_grpo``, rollouts without tool calls take no part in the action normalisation. Without tool segments
+    and for groups of two or more, this is exactly verl's ``grpo`` on R^succ.
+
+    Returns:
+        advantages: `(torch.Tensor)` shape (bs, response_length)
+        returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
+    """
+    cfg = _settings(config, "toolpo", {"lambda_action": 1.0, "epsilon": 1e-6})
+    if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
+        advantages = torch.zeros_like(token_level_rewards)
+        return advantages, advantages
+    tool, _summary = _masks("toolpo", response_mask, segment_ids)  # (bs, L) bool each
+
+    with torch.no_grad():
+        rewards = token_level_rewards.float()  # (bs, L)
+        _check_finite("toolpo", rewards)
+        trained = response_mask.bool()  # (bs, L)
+        first_tool, last = first_true(tool), last_true(trained)  # (bs,)
+        present = tool.any(dim=-1) & (first_tool != last)  # (bs,)
+        r_action = torch.where(present, rewards.gather(1, first_tool.unsqueeze(-1)).squeeze(-1), 0.0)  # (bs,)
+        r_succ = rewards.sum(dim=-1) - r_action  # (bs,)
+
+        gidx, num_groups = _groups(index, rewards.device)
+        eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
+        everyone = torch.ones_like(present)
+        a_glob = group_zscore(r_succ, everyone, gidx, num_groups, eps, norm)  # (bs,)
+        a_action = cfg["lambda_action"] * group_zscore(r_action, present, gidx, num_groups, eps, norm)  # (bs,)
+        advantages = trained.float() * a_glob.unsqueeze(-1) + tool.float() * a_action.unsqueeze(-1)  # (bs, L)
+        advantages = advantages.to(token_level_rewards.dtype)
+    return advantages, advantages
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RLTR
+
+
+@register_layout("rltr")
+def rltr_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, float]:
+    """``rltr_total`` -> the last tool token; dropped (and reported) when the response has no tool segment, which
+    takes no part in RLTR's normalisation anyway."""
+    rm = torch.zeros(len(segment_ids), dtype=torch.float32)
+    return rm, place(rm, last_index(segment_ids, TOOL), reward["rltr_total"])
+
+
+@register_adv_est("rltr")
+def compute_rltr_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Optional[Any] = None,
+    segment_ids: Optional[torch.Tensor] = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RLTR planner advantages: the planner reward, group-normalised, on tool-call tokens only.
+
+    Args:
+        token_level_rewards: `(torch.Tensor)` shape (bs, response_length); the ``rltr`` layout puts
+            R = R_comp + R_repeat + R_error (-1 for an invalid format) on the last tool token.
+        response_mask: `(torch.Tensor)` shape (bs, response_length).
+        index: `(np.ndarray)` shape (bs,), group (uid) of each response.
+        config: verl's ``algorithm`` config. Reads ``norm_adv_by_std_in_grpo`` and the optional
+            ``algorithm.rltr.epsilon`` (default 1e-6).
+        segment_ids: optional `(torch.Tensor)` shape (bs, response_length); as for ``toolpo``.
+
+    Formula (group g; "present" = rollouts with a tool segment):
+        R_i       = sum_t token_level_rewards[i, t] * tool_mask[i, t]     (with use_kl_in_reward: plus the tool KL)
+        A_i       = (R_i - mean_{g, present} R) / (std_{g, present} R + eps)
+        adv[i, t] = tool_mask[i, t] * A_i                                  (summary and observations: 0)
+
+    Unbiased std; 0 when fewer than two rollouts of g have a tool segment. The summary is not trained: in RLTR a
+    frozen summariser writes it.
+
+    Returns:
+        advantages: `(torch.Tensor)` shape (bs, response_length)
+        returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
+    """
+    cfg = _settings(config, "rltr", {"epsilon": 1e-6})
+    if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
+        advantages = torch.zeros_like(token_level_rewards)
+        return advantages, advantages
+    tool, _summary = _masks("rltr", response_mask, segment_ids)
+
+    with torch.no_grad():
+        rewards = token_level_rewards.float()
+        _check_finite("rltr", rewards)
+        tool_f = tool.float()  # (bs, L)
+        r_plan = (rewards * tool_f).sum(dim=-1)  # (bs,)
+        gidx, num_groups = _groups(index, rewards.device)
+        a_plan = group_zscore(r_plan, tool.any(dim=-1), gidx, num_groups, cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"])
+        advantages = (tool_f * a_plan.unsqueeze(-1)).to(token_level_rewards.dtype)  # (bs, L)
+    return advantages, advantages
