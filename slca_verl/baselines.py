@@ -183,10 +183,16 @@ def compute_toolpo_advantage(
 
 @register_layout("rltr")
 def rltr_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, float]:
-    """``rltr_total`` -> the last tool token; dropped (and reported) when the response has no tool segment, which
-    takes no part in RLTR's normalisation anyway."""
+    """``rltr_total`` -> the first tool token; dropped (and reported) when the response has no tool segment, which
+    takes no part in RLTR's normalisation anyway.
+
+    The estimator sums over the whole tool segment, so any tool token would do; the first one stays inside the tool
+    segment even when the estimator falls back to response_mask runs and an episode cut on a tool-call turn has its
+    last turn read as a summary.
+    """
     rm = torch.zeros(len(segment_ids), dtype=torch.float32)
-    return rm, place(rm, last_index(segment_ids, TOOL), reward["rltr_total"])
+    first_tool = (segment_ids == TOOL).nonzero()
+    return rm, place(rm, int(first_tool[0]) if len(first_tool) else None, reward["rltr_total"])
 
 
 @register_adv_est("rltr")
@@ -202,7 +208,7 @@ def compute_rltr_advantage(
 
     Args:
         token_level_rewards: `(torch.Tensor)` shape (bs, response_length); the ``rltr`` layout puts
-            R = R_comp + R_repeat + R_error (-1 for an invalid format) on the last tool token.
+            R = R_comp + R_repeat + R_error (-1 for an invalid format) on the first tool token.
         response_mask: `(torch.Tensor)` shape (bs, response_length).
         index: `(np.ndarray)` shape (bs,), group (uid) of each response.
         config: verl's ``algorithm`` config. Reads ``norm_adv_by_std_in_grpo`` and the optional

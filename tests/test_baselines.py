@@ -125,9 +125,9 @@ def test_toolpo_reads_explicit_ids_from_the_slca_sync_context(toolpo_batch):
 # RLTR
 
 
-def test_rltr_layout_puts_the_planner_reward_on_the_last_tool_token():
-    rm, dropped = get_layout("rltr")(ids(T, T, O, T, O, S, S), {"rltr_total": 0.8})
-    assert rm.tolist() == pytest.approx([0, 0, 0, 0.8, 0, 0, 0]) and dropped == 0.0
+def test_rltr_layout_puts_the_planner_reward_on_the_first_tool_token():
+    rm, dropped = get_layout("rltr")(ids(O, T, T, O, T, O, S, S), {"rltr_total": 0.8})
+    assert rm.tolist() == pytest.approx([0, 0.8, 0, 0, 0, 0, 0, 0]) and dropped == 0.0
     rm, dropped = get_layout("rltr")(ids(S, S), {"rltr_total": -0.5})
     assert rm.tolist() == [0, 0] and dropped == pytest.approx(-0.5)
 
@@ -146,6 +146,17 @@ def test_rltr_trains_tool_tokens_only_with_hand_computed_values():
     expected[2, [0, 1]] = a[2]
     torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
     assert torch.all(adv[seg == S] == 0)
+
+
+def test_rltr_keeps_a_cut_episodes_reward_when_segments_fall_back_to_mask_runs():
+    """Explicit ids say both turns called tools (cut before a summary); mask runs read the last turn as a summary.
+    The reward on the first tool token is still inside the tool segment the estimator sums."""
+    seg_rows = [ids(T, T, O, T, T), ids(T, O, T, O, S)]
+    rm, mask, _ = laid_out("rltr", seg_rows, [{"rltr_total": 1.0}, {"rltr_total": 0.0}])
+    adv, _ = compute_rltr_advantage(token_level_rewards=rm, response_mask=mask, index=np.array(["g", "g"]))
+    a = zscore([1.0, 0.0])
+    assert adv[0].tolist() == pytest.approx([a[0], a[0], 0, 0, 0], abs=1e-5)
+    assert adv[1].tolist() == pytest.approx([a[1], 0, a[1], 0, 0], abs=1e-5)
 
 
 def test_rltr_without_std_normalisation_centres_the_planner_reward():
