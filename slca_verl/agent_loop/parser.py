@@ -1,0 +1,119 @@
+"""A tolerant hermes tool-call parser, registered in verl's ``ToolParser`` registry as ``slca_hermes``.
+
+verl's ``hermes`` parser reads ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` only: a list of calls in
+one block, ``parameters`` instead of ``arguments``, a call inside ``<think>`` or malformed JSON are dropped with a
+log line, so the episode ends as if the model had answered without a call. This parser accepts
+
+    <tool_call>[{"name": "a", "arguments": {...}}, {"name": "b", "parameters": {...}}]</tool_call>   (parallel calls)
+    <think> ... <tool_call>ignored while thinking</tool_call> ... </think>                           (stripped first)
+    <tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>                                (string arguments)
+
+and turns every block it cannot read into a :class:`ParsedCall` with ``error`` set, so the agent loop answers it with
+the parse error as the tool response and the episode continues (the policy sees what it did wrong).
+
+Use it from any verl tool agent with ``actor_rollout_ref.rollout.multi_turn.format=slca_hermes``; ``slca_tool_agent``
+uses it whenever ``multi_turn.format`` is ``hermes``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Optional
+
+from verl.experimental.agent_loop.tool_parser import FunctionCall, HermesToolParser, ToolParser
+from verl.utils.ray_utils import get_event_loop
+
+from slca_verl.rewards.parsing import CLOSE_TAG, OPEN_TAG, find_blocks, strip_think
+
+logger = logging.getLogger(__name__)
+
+PARSER_NAME = "slca_hermes"
+
+
+class ParsedCall(FunctionCall):
+    """verl's ``FunctionCall`` plus ``error``: set when the block could not be read as a call."""
+
+    error: Optional[str] = None
+
+
+def has_call_attempt(text: str) -> bool:
+    """Whether an assistant turn tried to call a tool: a ``<tool_call>`` or ``</tool_call>`` tag outside ``<think>``.
+
+    The same rule HierR uses to decide that a final turn is not a summary, so segments and rewards agree.
+    """
+    visible = strip_think(text)
+    return OPEN_TAG in visible or CLOSE_TAG in visible
+
+
+def parse_hermes_calls(text: str) -> tuple[str, list[ParsedCall]]:
+    """Content (tool-call blocks removed, ``<think>`` stripped) and the calls of one assistant turn, in order.
+
+    Every block yields one call per object (a list block yields several) or one error entry; an unmatched tag
+    yields one error entry too. Never raises.
+    """
+    visible = strip_think(text)
+    if OPEN_TAG not in visible and CLOSE_TAG not in visible:
+        return text, []
+    calls: list[ParsedCall] = []
+    blocks = find_blocks(visible, OPEN_TAG, CLOSE_TAG)
+    for _, _, body in blocks:
+        calls.extend(_parse_block(body))
+    unmatched = max(visible.count(OPEN_TAG), visible.count(CLOSE_TAG)) - len(blocks)
+    calls.extend(
+        ParsedCall(name="", arguments="", error=f"unmatched {OPEN_TAG} / {CLOSE_TAG} tag") for _ in range(unmatched)
+    )
+    content, pos = [], 0
+    for start, end, _ in blocks:
+        content.append(visible[pos:start])
+        pos = end
+    content.append(visible[pos:])
+    return "".join(content).strip(), calls
+
+
+def _error(message: str) -> ParsedCall:
+    return ParsedCall(name="", arguments="", error=message)
+
+
+def _parse_block(body: str) -> list[ParsedCall]:
+    body = body.strip()
+    if not body:
+        return [_error("empty <tool_call> block")]
+    try:
+        parsed: Any = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        return [_error(f"the <tool_call> block is not valid JSON ({e})")]
+    objs = [parsed] if isinstance(parsed, dict) else parsed if isinstance(parsed, list) and parsed else None
+    if objs is None:
+        return [_error(f"the <tool_call> block holds a JSON {type(parsed).__name__}, not an object or a list of objects")]
+    out = []
+    for obj in objs:
+        if not isinstance(obj, dict):
+            out.append(_error(f"a <tool_call> list holds a JSON {type(obj).__name__}, not an object"))
+            continue
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            out.append(_error('a tool call needs a string "name"'))
+            continue
+        args = obj.get("arguments", obj.get("parameters"))
+        if args is None:
+            args = {}
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except ValueError:
+                pass
+        if not isinstance(args, dict):
+            out.append(_error(f'"arguments" of {name!r} must be a JSON object, got {type(args).__name__}'))
+            continue
+        out.append(ParsedCall(name=name, arguments=json.dumps(args, ensure_ascii=False)))
+    return out
+
+
+@ToolParser.register(PARSER_NAME)
+class SLCAHermesToolParser(HermesToolParser):
+    """verl's hermes parser with list blocks, ``parameters``, ``<think>`` and malformed-call reporting."""
+
+    async def extract_tool_calls(self, responses_ids: list[int], tools: Any = None) -> tuple[str, list[FunctionCall]]:
+        text = await get_event_loop().run_in_executor(None, self.tokenizer.decode, responses_ids)
+        return parse_hermes_calls(text)

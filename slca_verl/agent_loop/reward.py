@@ -1,0 +1,55 @@
+"""HierR for ``slca_tool_agent`` rollouts: ``compute_score`` for ``reward.custom_reward_function``.
+
+    reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward
+    reward.custom_reward_function.name=compute_score
+    +reward.custom_reward_function.reward_kwargs.judge=llm ...      # the same reward_kwargs as slca_verl.rewards
+
+The agent loop already knows its assistant turns and tool responses and passes them in
+``extra_fields["slca_trajectory"]``, which verl's reward managers merge into ``extra_info``. This function scores
+those pieces with :func:`slca_verl.rewards.score_trajectory` instead of re-splitting decoded text; rows from other
+agent loops fall back to :func:`slca_verl.rewards.compute_score`. The agent's per-trajectory metrics are added as
+``agent_<key>`` (0 for rows without them), so verl aggregates them with the other reward keys (same keys on every
+row).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slca_verl.agent_loop.loop import METRIC_KEYS, to_container
+from slca_verl.rewards import compute_score as decoded_compute_score
+from slca_verl.rewards.compute_score import get_judge
+from slca_verl.rewards.hierr import HierRConfig, empty_result, score_trajectory
+
+TRAJECTORY_KEY = "slca_trajectory"
+METRICS_KEY = "slca_agent_metrics"
+
+
+async def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, **kwargs
+) -> dict:
+    """HierR of one rollout from the agent loop's structured pieces (decoded text when they are absent).
+
+    Returns:
+        HierR's dict (``score``, ``r_tool``, ``r_sum``, …) plus ``agent_<metric>`` for every agent metric.
+    """
+    extra_info = extra_info if isinstance(extra_info, dict) else {}
+    pieces = extra_info.get(TRAJECTORY_KEY)
+    if isinstance(pieces, dict):
+        kwargs = {k: to_container(v) for k, v in kwargs.items()}
+        ground_truth = to_container(ground_truth)
+        if ground_truth is None:
+            result = empty_result("ground_truth is None")
+        else:
+            result = await score_trajectory(
+                list(pieces.get("assistant_texts") or []),
+                list(pieces.get("tool_responses") or []),
+                ground_truth,
+                judge=get_judge(kwargs),
+                config=HierRConfig.from_kwargs(kwargs),
+            )
+    else:
+        result = await decoded_compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
+    metrics = extra_info.get(METRICS_KEY) if isinstance(extra_info.get(METRICS_KEY), dict) else {}
+    result.update({f"agent_{k}": int(metrics.get(k, 0)) for k in METRIC_KEYS})
+    return result
