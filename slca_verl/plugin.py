@@ -15,6 +15,7 @@ logger = logging.getLogger(__name__)
 REGISTERING_MODULES = (
     "slca_verl.core_algos",  # advantage estimators: slca_grpo
     "slca_verl.trainer",  # v1 trainer mode: slca_sync
+    "slca_verl.agent_loop",  # agent loop: slca_tool_agent; tool-call format: slca_hermes
     "slca_verl.baselines",  # advantage estimators and reward layouts: toolpo, rltr
 )
 
