@@ -333,3 +333,64 @@ async def test_a_reward_without_components_is_refused_by_the_slca_layout(cfg, to
 async def test_an_agent_loop_without_an_sgls_config_says_which_setting_to_add(cfg, tok):
     with pytest.raises(ValueError, match="sgls_config_path"):
         make_loop(cfg, tok, ScriptedServer(tok, {}), sgls=None)
+
+
+async def test_the_shipped_yaml_builds_the_loop_through_hydra_as_verl_does(cfg, tok):
+    import hydra
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from slca_verl.agent_loop import SLCAToolAgentLoop
+    from slca_verl.agent_loop.tools import _resolve_path
+
+    (entry,) = OmegaConf.load(_resolve_path("pkg://slca_verl/config/agent_loop.yaml"))
+    assert entry.name == "slca_tool_agent"
+    loop = hydra.utils.instantiate(
+        config=entry,
+        trainer_config=DictConfigWrap(config=cfg),
+        server_manager=ScriptedServer(tok, {}),
+        tokenizer=tok,
+        processor=None,
+        hf_model_type="qwen3",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        tools=ToolListWrap([]),
+    )
+    assert isinstance(loop, SLCAToolAgentLoop)
+    assert (loop.max_assistant_turns, loop.max_parallel_calls, loop.reward_layout) == (10, 20, "slca")
+    assert loop.sgls_tool.simulator.config.backend == "offline"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the tolerant hermes parser on its own
+
+
+def test_the_parser_reads_string_arguments_and_reports_each_bad_block_in_order():
+    from slca_verl.agent_loop import parse_hermes_calls
+
+    text = (
+        '<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>'
+        '<tool_call>{"name": "b", "arguments": [1]}</tool_call>'
+        "<tool_call>[]</tool_call>"
+        '<tool_call>{"name": "c"}</tool_call> trailing <tool_call>{"name": "d"'
+    )
+    content, calls = parse_hermes_calls(text)
+    assert [(c.name, c.arguments, bool(c.error)) for c in calls] == [
+        ("a", '{"x": 1}', False),
+        ("", "", True),
+        ("", "", True),
+        ("c", "{}", False),
+        ("", "", True),
+    ]
+    assert "must be a JSON object" in calls[1].error and "unmatched" in calls[4].error
+    assert content.startswith("trailing")
+
+
+def test_the_parser_leaves_text_without_calls_untouched():
+    from slca_verl.agent_loop import parse_hermes_calls
+
+    assert parse_hermes_calls("<think><tool_call>{}</tool_call></think>Plain answer.") == (
+        "<think><tool_call>{}</tool_call></think>Plain answer.",
+        [],
+    )
