@@ -12,15 +12,24 @@ replaced by the row builder's tool-listing system prompt.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable, Optional, Sequence
 
-from data_prep.calls import render_hermes_calls
+from data_prep.calls import CallParseError, render_hermes_calls
+from data_prep.cli import main_for
 from data_prep.rows import Candidate, Rejection
 
-__all__ = ["Turn", "ROLE_ALIASES", "split_dialogue", "extract_json_values"]
+__all__ = [
+    "Turn", "ROLE_ALIASES", "split_dialogue", "extract_json_values", "assistant_turn", "sharegpt_turns",
+    "add_turn_arguments", "dialogue_main",
+]
+
+#: ``split(content) -> None`` for prose, else ``(calls, remaining text)``; raises CallParseError for a call it
+#: cannot parse.
+CallSplitter = Callable[[str], Optional["tuple[list[dict], str]"]]
 
 ROLE_ALIASES = {
     "system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -37,6 +46,48 @@ class Turn:
     content: str
     calls: list[dict] = field(default_factory=list)
     call_error: str | None = None  # set when the message holds a call that could not be parsed
+
+
+def assistant_turn(content: str, split_calls: CallSplitter) -> Turn:
+    """An assistant message, its calls parsed by the source's ``split_calls`` (a parse failure is kept as
+    ``call_error``, which rejects the user turn it answers)."""
+    turn = Turn("assistant", content)
+    try:
+        found = split_calls(content)
+    except CallParseError as exc:
+        turn.call_error = str(exc)
+        return turn
+    if found is not None:
+        turn.calls, turn.content = found
+    return turn
+
+
+def sharegpt_turns(conversations: list[dict], split_calls: CallSplitter) -> list[Turn]:
+    """ShareGPT messages (``from``/``value`` or ``role``/``content``) -> turns."""
+    turns = []
+    for msg in conversations:
+        role = ROLE_ALIASES.get(str(msg.get("from", msg.get("role", ""))).lower())
+        content = msg.get("value", msg.get("content"))
+        if role is None or not isinstance(content, str):
+            raise ValueError(f"message with unknown role or non-text content: {str(msg)[:120]}")
+        turns.append(assistant_turn(content, split_calls) if role == "assistant" else Turn(role, content))
+    return turns
+
+
+def add_turn_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--drop_no_call_turns", action="store_true",
+                        help="reject user turns answered without a call (default: keep them as irrelevance rows)")
+
+
+ConvertRecord = Callable[[Any, int, bool], Iterable[Candidate | Rejection]]
+
+
+def dialogue_main(source: str, description: str, convert_record: ConvertRecord, argv: Sequence[str] | None = None):
+    """The CLI of a multi-turn source: ``main_for`` plus ``--drop_no_call_turns``."""
+    def make_convert(args: argparse.Namespace):
+        return lambda record, index: convert_record(record, index, args.drop_no_call_turns)
+
+    return main_for(source, description, make_convert, argv, add_arguments=add_turn_arguments)
 
 
 def _render(turn: Turn) -> dict:

@@ -11,14 +11,11 @@ The tools are the JSON objects after the system text; the chat is split on ``USE
 
 from __future__ import annotations
 
-import argparse
 import re
 from typing import Any, Iterable, Sequence
 
-from data_prep.calls import CallParseError, parse_glaive_call
-from data_prep.cli import main_for
-from data_prep.dialogue import Turn, extract_json_values, split_dialogue
-from data_prep.hermes_fc import add_turn_arguments
+from data_prep.calls import parse_glaive_call
+from data_prep.dialogue import Turn, assistant_turn, dialogue_main, extract_json_values, split_dialogue
 from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
@@ -30,6 +27,13 @@ _ROLES = {"USER": "user", "ASSISTANT": "assistant", "FUNCTION RESPONSE": "tool",
 __all__ = ["SOURCE", "convert_record", "parse_chat", "main"]
 
 
+def _split_glaive(content: str) -> tuple[list[dict], str] | None:
+    if "<functioncall>" not in content:
+        return None
+    before, _, call_text = content.partition("<functioncall>")
+    return [parse_glaive_call(call_text)], before.strip()
+
+
 def parse_chat(chat: str) -> list[Turn]:
     """The ``chat`` text -> turns; ``<functioncall>`` messages get their call parsed (or ``call_error`` set)."""
     pieces = _MARKER.split(chat)
@@ -38,15 +42,8 @@ def parse_chat(chat: str) -> list[Turn]:
     turns = []
     for marker, text in zip(pieces[1::2], pieces[2::2]):
         content = text.replace("<|endoftext|>", "").strip()
-        turn = Turn(_ROLES[marker], content)
-        if turn.role == "assistant" and "<functioncall>" in content:
-            before, _, call_text = content.partition("<functioncall>")
-            turn.content = before.strip()
-            try:
-                turn.calls = [parse_glaive_call(call_text)]
-            except CallParseError as exc:
-                turn.call_error = str(exc)
-        turns.append(turn)
+        role = _ROLES[marker]
+        turns.append(assistant_turn(content, _split_glaive) if role == "assistant" else Turn(role, content))
     return turns
 
 
@@ -64,12 +61,8 @@ def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) ->
     return split_dialogue(parse_chat(chat), tools, DATA_SOURCE, index, drop_no_call_turns)
 
 
-def _make_convert(args: argparse.Namespace):
-    return lambda record, index: convert_record(record, index, args.drop_no_call_turns)
-
-
 def main(argv: Sequence[str] | None = None):
-    return main_for(SOURCE, __doc__.splitlines()[0], _make_convert, argv, add_arguments=add_turn_arguments)
+    return dialogue_main(SOURCE, __doc__.splitlines()[0], convert_record, argv)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,13 @@ Records of the json-mode configs (no tools) are rejected as ``no_tools``.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import re
 from typing import Any, Iterable, Sequence
 
-from data_prep.calls import CallParseError, parse_hermes_calls
-from data_prep.cli import main_for
-from data_prep.dialogue import ROLE_ALIASES, Turn, split_dialogue
+from data_prep.calls import parse_hermes_calls
+from data_prep.dialogue import dialogue_main, sharegpt_turns, split_dialogue
 from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import SchemaError, normalize_tools
@@ -62,22 +60,10 @@ def _concatenated_objects(body: str) -> list[Any]:
     return values
 
 
-def _turns(conversations: list[dict]) -> list[Turn]:
-    turns = []
-    for msg in conversations:
-        role = ROLE_ALIASES.get(str(msg.get("from", msg.get("role", ""))).lower())
-        content = msg.get("value", msg.get("content"))
-        if role is None or not isinstance(content, str):
-            raise ValueError(f"message with unknown role or non-text content: {str(msg)[:120]}")
-        turn = Turn(role, content)
-        if role == "assistant" and "<tool_call>" in content:
-            try:
-                turn.calls = parse_hermes_calls(content)
-                turn.content = re.sub(r"<tool_call>.*?</tool_call>", "", content, flags=re.S).strip()
-            except CallParseError as exc:
-                turn.call_error = str(exc)
-        turns.append(turn)
-    return turns
+def _split_hermes(content: str) -> tuple[list[dict], str] | None:
+    if "<tool_call>" not in content:
+        return None
+    return parse_hermes_calls(content), re.sub(r"<tool_call>.*?</tool_call>", "", content, flags=re.S).strip()
 
 
 def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) -> Iterable[Candidate | Rejection]:
@@ -95,20 +81,11 @@ def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) ->
     if not raw_tools:
         return [Rejection("no_tools", "neither a tools field nor a <tools> block", index)]
     tools = normalize_tools(raw_tools)
-    return split_dialogue(_turns(conversations), tools, SOURCE, index, drop_no_call_turns)
-
-
-def _make_convert(args: argparse.Namespace):
-    return lambda record, index: convert_record(record, index, args.drop_no_call_turns)
-
-
-def add_turn_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--drop_no_call_turns", action="store_true",
-                        help="reject user turns answered without a call (default: keep them as irrelevance rows)")
+    return split_dialogue(sharegpt_turns(conversations, _split_hermes), tools, SOURCE, index, drop_no_call_turns)
 
 
 def main(argv: Sequence[str] | None = None):
-    return main_for(SOURCE, __doc__.splitlines()[0], _make_convert, argv, add_arguments=add_turn_arguments)
+    return dialogue_main(SOURCE, __doc__.splitlines()[0], convert_record, argv)
 
 
 if __name__ == "__main__":

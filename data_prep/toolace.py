@@ -11,14 +11,11 @@ parallel calls (ToolACE names may contain spaces); other assistant messages are 
 
 from __future__ import annotations
 
-import argparse
 import re
 from typing import Any, Iterable, Sequence
 
-from data_prep.calls import CallParseError, parse_python_calls
-from data_prep.cli import main_for
-from data_prep.dialogue import ROLE_ALIASES, Turn, extract_json_values, split_dialogue
-from data_prep.hermes_fc import add_turn_arguments
+from data_prep.calls import parse_python_calls
+from data_prep.dialogue import dialogue_main, extract_json_values, sharegpt_turns, split_dialogue
 from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
@@ -37,22 +34,8 @@ def tools_from_system(system: str) -> list[dict] | None:
     return None
 
 
-def _turns(conversations: list[dict]) -> list[Turn]:
-    turns = []
-    for msg in conversations:
-        role = ROLE_ALIASES.get(str(msg.get("from", msg.get("role", ""))).lower())
-        content = msg.get("value", msg.get("content"))
-        if role is None or not isinstance(content, str):
-            raise ValueError(f"message with unknown role or non-text content: {str(msg)[:120]}")
-        turn = Turn(role, content)
-        if role == "assistant" and _CALL_LIST.match(content):
-            try:
-                turn.calls = parse_python_calls(content)
-                turn.content = ""
-            except CallParseError as exc:
-                turn.call_error = str(exc)
-        turns.append(turn)
-    return turns
+def _split_python(content: str) -> tuple[list[dict], str] | None:
+    return (parse_python_calls(content), "") if _CALL_LIST.match(content) else None
 
 
 def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) -> Iterable[Candidate | Rejection]:
@@ -66,15 +49,11 @@ def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) ->
     if not raw_tools:
         return [Rejection("no_tools", "no JSON function list in the system text", index)]
     tools = normalize_tools(raw_tools)
-    return split_dialogue(_turns(conversations), tools, SOURCE, index, drop_no_call_turns)
-
-
-def _make_convert(args: argparse.Namespace):
-    return lambda record, index: convert_record(record, index, args.drop_no_call_turns)
+    return split_dialogue(sharegpt_turns(conversations, _split_python), tools, SOURCE, index, drop_no_call_turns)
 
 
 def main(argv: Sequence[str] | None = None):
-    return main_for(SOURCE, __doc__.splitlines()[0], _make_convert, argv, add_arguments=add_turn_arguments)
+    return dialogue_main(SOURCE, __doc__.splitlines()[0], convert_record, argv)
 
 
 if __name__ == "__main__":
