@@ -7,7 +7,6 @@ import os
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from data_prep import glaive, hermes_fc, toolace, toucan
 from data_prep.readers import read_records
