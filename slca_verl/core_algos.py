@@ -92,8 +92,8 @@ def group_zscore(
     return torch.where(keep, adv, torch.zeros_like(adv))
 
 
-#: Tokens per block of rows: the two float32 scratch buffers of a block (2 MiB each) stay in cache. Tuned on
-#: 2 cores (2^16 .. 2^20 tried; 2^19 fastest at every benchmark shape).
+#: Tokens per block of rows: a block's three float32 scratch buffers (2 MiB each) and its slice of the output stay
+#: in cache. Tuned on 2 cores (2^16 .. 2^20 tried; 2^19 fastest or level at every benchmark shape).
 BLOCK_TOKENS = 1 << 19
 
 
