@@ -154,7 +154,9 @@ class RewardWorkerHandle:
     verl's real NaiveRewardManager with the given compute_score."""
 
     def __init__(self, config, tokenizer, compute_score):
-        from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+        from verl.experimental.reward_loop.reward_manager.naive import (
+            NaiveRewardManager,
+        )
 
         self.manager = NaiveRewardManager(config, tokenizer, compute_score)
         self.compute_score = _Remote(self.manager.run_single)

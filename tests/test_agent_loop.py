@@ -21,7 +21,11 @@ from agent_loop_helpers import (
     runs,
 )
 
-from slca_verl.agent_loop import METRIC_KEYS, aggregate_agent_metrics, check_reward_config
+from slca_verl.agent_loop import (
+    METRIC_KEYS,
+    aggregate_agent_metrics,
+    check_reward_config,
+)
 from slca_verl.agent_loop.reward import compute_score
 from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 

@@ -112,7 +112,7 @@ def test_v1_postprocess_stores_segment_ids_and_a_segment_reward_layout_that_slca
     adv = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages"])
     adv = adv.to_padded_tensor()["advantages"]
     L = adv.shape[1]
-    pad = lambda t: torch.nn.functional.pad(t, (0, L - t.shape[1]))  # noqa: E731
+    pad = lambda t: torch.nn.functional.pad(t, (0, L - t.shape[1]))
     index = ["uid-tq-group"] * len(keys)
     expected = reference_slca(pad(rm_all), pad(mask_all), index, ids=pad(ids_all.long()))
     torch.testing.assert_close(adv.double(), expected, rtol=1e-4, atol=1e-5)

@@ -30,16 +30,29 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import register
-from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
+from verl.experimental.agent_loop.tool_agent_loop import (
+    AgentData,
+    AgentState,
+    ToolAgentLoop,
+)
 from verl.tools.schemas import ToolResponse
 
-from slca_verl.agent_loop.output import SLCAAgentLoopOutput, resolve_layout, segment_ids_for_turns
+from slca_verl.agent_loop.output import (
+    SLCAAgentLoopOutput,
+    resolve_layout,
+    segment_ids_for_turns,
+)
 from slca_verl.agent_loop.parser import SLCAHermesToolParser, has_call_attempt
-from slca_verl.agent_loop.tools import get_sgls_tool, row_tool_schemas, tool_names, truncate
+from slca_verl.agent_loop.tools import (
+    get_sgls_tool,
+    row_tool_schemas,
+    tool_names,
+    truncate,
+)
 from slca_verl.segments import SUMMARY, TOOL
 
 logger = logging.getLogger(__name__)
@@ -62,7 +75,7 @@ METRIC_KEYS = (
     "has_tool_segment",  # 1 when some trained turn made a tool call
 )
 
-_STATE: contextvars.ContextVar[Optional["_Trajectory"]] = contextvars.ContextVar("slca_trajectory", default=None)
+_STATE: contextvars.ContextVar[_Trajectory | None] = contextvars.ContextVar("slca_trajectory", default=None)
 _TOTALS: dict[str, float] = {}
 _TOTALS_LOCK = threading.Lock()
 _warned_no_schema = False
@@ -72,7 +85,7 @@ _warned_no_schema = False
 class _Trajectory:
     """What the loop learns about one trajectory while verl's state machine runs it."""
 
-    schemas: Optional[list[dict]]
+    schemas: list[dict] | None
     schema_note: str  # the schemas' source, or why there are none
     scope: str
     names: set[str] = field(default_factory=set)
@@ -144,13 +157,13 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         self,
         *args,
         reward_layout: str = "slca",
-        sgls: Optional[dict] = None,
-        sgls_config_path: Optional[str] = None,
-        max_assistant_turns: Optional[int] = None,
-        max_user_turns: Optional[int] = None,
-        max_parallel_calls: Optional[int] = None,
-        max_tool_response_length: Optional[int] = None,
-        tool_response_truncate_side: Optional[str] = None,
+        sgls: dict | None = None,
+        sgls_config_path: str | None = None,
+        max_assistant_turns: int | None = None,
+        max_user_turns: int | None = None,
+        max_parallel_calls: int | None = None,
+        max_tool_response_length: int | None = None,
+        tool_response_truncate_side: str | None = None,
         render_tools_in_prompt: Any = "auto",
         tools: Any = None,
         **kwargs,

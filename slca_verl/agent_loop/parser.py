@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Optional
+from typing import Any
 
-from verl.experimental.agent_loop.tool_parser import FunctionCall, HermesToolParser, ToolParser
+from verl.experimental.agent_loop.tool_parser import (
+    FunctionCall,
+    HermesToolParser,
+    ToolParser,
+)
 from verl.utils.ray_utils import get_event_loop
 
 from slca_verl.rewards.parsing import CLOSE_TAG, OPEN_TAG, find_blocks, strip_think
@@ -34,7 +38,7 @@ PARSER_NAME = "slca_hermes"
 class ParsedCall(FunctionCall):
     """verl's ``FunctionCall`` plus ``error``: set when the block could not be read as a call."""
 
-    error: Optional[str] = None
+    error: str | None = None
 
 
 def has_call_attempt(text: str) -> bool:

@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from slca_verl.rewards.parsing import to_python
 
@@ -29,7 +29,7 @@ _SGLS_TOOLS: dict[str, Any] = {}
 _SGLS_LOCK = threading.Lock()
 
 
-def _decode(value: Any) -> tuple[Optional[list], str]:
+def _decode(value: Any) -> tuple[list | None, str]:
     """A schema list from a JSON string / list / numpy array; ``(None, reason)`` when unusable."""
     value = to_python(value)
     if isinstance(value, str):
@@ -54,7 +54,7 @@ def _decode(value: Any) -> tuple[Optional[list], str]:
     return (out, "") if out else (None, "an empty list")
 
 
-def row_tool_schemas(row: dict) -> tuple[Optional[list[dict]], str]:
+def row_tool_schemas(row: dict) -> tuple[list[dict] | None, str]:
     """The row's OpenAI-format tool list and where it came from, or ``(None, reason)``.
 
     Args:
@@ -116,7 +116,7 @@ def sgls_config_from_yaml(path: str) -> dict:
     return data
 
 
-def get_sgls_tool(sgls: Optional[dict] = None, sgls_config_path: Optional[str] = None, verl_tools: Any = None):
+def get_sgls_tool(sgls: dict | None = None, sgls_config_path: str | None = None, verl_tools: Any = None):
     """The process's SGLS tool object for this configuration (one per distinct config).
 
     Order: ``sgls`` (inline config) > ``sgls_config_path`` > an ``SGLSTool`` among verl's loaded tools
