@@ -1,0 +1,160 @@
+"""Dry run of a recipe: compose its overrides with hydra against verl 0.9.1's own trainer config and run the checks
+verl runs before training (plus the plugin's own), on CPU, launching nothing.
+
+The recipes call it when ``DRY_RUN=1``::
+
+    DRY_RUN=1 bash recipes/run_qwen7b_slca.sh
+    python3 recipes/compose_check.py --config-name ppo_trainer -- algorithm.adv_estimator=toolpo ...
+
+Checks, for ``ppo_trainer``: hydra composition (unknown keys fail here), ``verl.utils.config.validate_config`` with
+verl's own ``need_reference_policy`` / ``need_critic``, the estimator, trainer mode and agent loop are registered, the
+agent loop YAML and tool YAML exist, the agent loop's reward layout is registered and suits the trainer, the
+estimator accepts its ``+algorithm.<name>`` settings (it is run once on a two-row batch), and ``gdpo`` has its reward
+keys and the legacy trainer. For ``sft_trainer_engine``: composition and the dataclass conversions verl's
+``SFTTrainer._build_config`` performs (except the model, which would load the checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Sequence
+
+logger = logging.getLogger("compose_check")
+
+PPO = "ppo_trainer"
+SFT = "sft_trainer_engine"
+
+
+def verl_config_dir() -> str:
+    import verl
+
+    return os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+
+
+def compose(config_name: str, overrides: Sequence[str]):
+    """verl's trainer config ``config_name`` with ``overrides`` applied, exactly as ``python3 -m verl.trainer.…``
+    would build it (hydra's compose API over verl's own config directory)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
+        return hydra_compose(config_name=config_name, overrides=list(overrides))
+
+
+def _agent_loop_entry(cfg) -> dict | None:
+    """The entry of the agent loop YAML that ``default_agent_loop`` names, or None without a YAML."""
+    from omegaconf import OmegaConf
+
+    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    if not path:
+        return None
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path: no file {path}")
+    name = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
+    entries = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    for entry in entries:
+        if entry.get("name") == name:
+            return entry
+    raise ValueError(f"{path} has no agent loop named '{name}' (default_agent_loop); it has {[e.get('name') for e in entries]}")
+
+
+def check_ppo(cfg) -> dict:
+    """Every check for a ``ppo_trainer`` config; raises on the first failure, returns a summary on success."""
+    import numpy as np
+    import torch
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+    algo = cfg.algorithm
+    estimator = algo.adv_estimator
+    fn = get_adv_estimator_fn(estimator)  # raises for an unregistered name (plugin not installed)
+    if estimator in ("slca_grpo", "toolpo", "rltr"):
+        # runs the estimator's own settings parser on the composed algorithm section: typos under +algorithm.<name> fail
+        fn(token_level_rewards=torch.zeros(2, 3), response_mask=torch.ones(2, 3), index=np.array(["a", "a"]),
+           config=algo)  # fmt: skip
+    if estimator == "gdpo":
+        if not algo.get("gdpo_reward_keys"):
+            raise ValueError("gdpo needs +algorithm.gdpo_reward_keys (e.g. [r_tool,r_sum])")
+        if cfg.trainer.use_v1:
+            raise ValueError("gdpo reads reward keys from non_tensor_batch, which only verl's legacy trainer fills: "
+                             "set trainer.use_v1=false")  # fmt: skip
+
+    mode = None
+    if cfg.trainer.use_v1:
+        from verl.trainer.ppo.v1 import get_trainer_cls
+
+        mode = cfg.trainer.v1.trainer_mode
+        get_trainer_cls(mode)
+
+    layout = None
+    entry = _agent_loop_entry(cfg)
+    if entry is not None:
+        from slca_verl.reward_layout import get_layout
+
+        layout = entry.get("reward_layout", "slca")
+        get_layout(layout)
+        if layout != "scalar" and not cfg.trainer.use_v1:
+            raise ValueError(f"reward layout '{layout}' needs the v1 trainer; the legacy trainer sees one scalar")
+        expected = {"slca_grpo": "slca", "toolpo": "toolpo", "rltr": "rltr"}.get(estimator, "scalar")
+        if layout != expected:
+            raise ValueError(f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'")
+        sgls_path = entry.get("sgls_config_path")
+        if sgls_path and not sgls_path.startswith("pkg://") and not os.path.isfile(sgls_path):
+            raise FileNotFoundError(f"agent loop sgls_config_path: no file {sgls_path}")
+
+    tool_path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
+    if tool_path and not os.path.isfile(tool_path):
+        raise FileNotFoundError(f"actor_rollout_ref.rollout.multi_turn.tool_config_path: no file {tool_path}")
+    return {"adv_estimator": estimator, "trainer_mode": mode, "use_v1": bool(cfg.trainer.use_v1),
+            "reward_layout": layout, "agent_loop": cfg.actor_rollout_ref.rollout.agent.default_agent_loop}  # fmt: skip
+
+
+def check_sft(cfg) -> dict:
+    """The conversions ``SFTTrainer._build_config`` performs, minus the model (which would load the checkpoint)."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    for section in ("engine", "optim", "checkpoint", "profiler"):
+        omega_conf_to_dataclass(cfg[section])
+    for key in ("messages_key", "tools_key"):
+        if not cfg.data.get(key):
+            raise ValueError(f"data.{key} must name a parquet column")
+    return {"train_files": cfg.data.train_files, "messages_key": cfg.data.messages_key, "tools_key": cfg.data.tools_key}
+
+
+def check(config_name: str, overrides: Sequence[str]):
+    """Compose and check; returns ``(cfg, summary)``. Raises on any failure."""
+    cfg = compose(config_name, overrides)
+    if config_name == PPO:
+        return cfg, check_ppo(cfg)
+    if config_name == SFT:
+        return cfg, check_sft(cfg)
+    raise ValueError(f"no checks for config '{config_name}'; use {PPO} or {SFT}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config-name", default=PPO, choices=[PPO, SFT])
+    parser.add_argument("overrides", nargs="*", help="hydra overrides, after --")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    try:
+        _, summary = check(args.config_name, args.overrides)
+    except Exception as e:
+        logger.error("FAILED (%s): %s", type(e).__name__, e)
+        return 1
+    logger.info("OK: %s composed with %d overrides and passed the checks: %s", args.config_name, len(args.overrides),
+                summary)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# SLCA-GRPO on Qwen2.5-7B-Instruct (after SFT) with the paper's settings (DESIGN §2): batch 128, n=16, lr 1e-6,
+# PPO mini-batch 32, KL loss low_var_kl 0.001, no KL in reward, entropy 0, prompt 24,576 / response 8,192 tokens,
+# 5 epochs on 4 nodes x 8 GPUs, vLLM async rollout, hermes tools, 10 assistant / 6 user turns, 20 parallel calls.
+#
+#   bash recipes/serve_sgls.sh & bash recipes/serve_judge.sh &     # or point SGLS_URLS / JUDGE_URLS at running ones
+#   bash recipes/run_qwen7b_slca.sh [extra hydra overrides]
+#
+# The baselines change one variable and nothing else (same data, budget, rollout, reward and evaluation):
+#   ADV_ESTIMATOR=grpo | toolpo | rltr | gdpo bash recipes/run_qwen7b_slca.sh     (= run_qwen7b_<method>.sh)
+#
+# DRY_RUN=1 composes every override with hydra against verl 0.9.1's ppo_trainer config and runs verl's config
+# validation plus the plugin's checks (recipes/compose_check.py) on CPU instead of training.
+# DRY_RUN=args writes the final override list (NUL-separated) to stdout and exits (used by the tests).
+set -xeuo pipefail
+
+RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(dirname "${RECIPES_DIR}")
+
+# ---------------------------------------------------------------- the one variable of the comparison
+ADV_ESTIMATOR=${ADV_ESTIMATOR:-slca_grpo}        # slca_grpo | grpo | toolpo | rltr | gdpo
+
+# ---------------------------------------------------------------- paths
+DATA_DIR=${DATA_DIR:-${REPO_ROOT}/data}
+TRAIN_FILES=${TRAIN_FILES:-${DATA_DIR}/toucan/toucan_train.parquet}
+VAL_FILES=${VAL_FILES:-${DATA_DIR}/toucan/toucan_test.parquet}
+SFT_DIR=${SFT_DIR:-${REPO_ROOT}/checkpoints/sft/qwen2_5_7b_sft}      # recipes/run_qwen7b_sft.sh writes it
+MODEL_PATH=${MODEL_PATH:-$(ls -d "${SFT_DIR}"/global_step_*/huggingface 2>/dev/null | sort -V | tail -n1 || true)}
+MODEL_PATH=${MODEL_PATH:-${SFT_DIR}/global_step_LAST/huggingface}   # (no SFT checkpoint yet: fails at load, not here)
+PROJECT_NAME=${PROJECT_NAME:-slca_verl}
+EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_7b_${ADV_ESTIMATOR}}
+OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/checkpoints/${PROJECT_NAME}/${EXPERIMENT_NAME}}
+SLCA_CONFIG_DIR=${SLCA_CONFIG_DIR:-${REPO_ROOT}/slca_verl/config}
+
+# ---------------------------------------------------------------- services (recipes/serve_*.sh print these URLs)
+SGLS_BACKEND=${SGLS_BACKEND:-openai}             # openai | offline (no model; smoke tests only)
+SERVICES_DIR=${SERVICES_DIR:-${HOME}/.cache/slca_verl/services}
+SGLS_URLS=${SGLS_URLS:-$(cat "${SERVICES_DIR}/sgls_urls" 2>/dev/null || echo http://127.0.0.1:8000/v1)}  # replicas, comma-separated
+SGLS_MODEL=${SGLS_MODEL:-Qwen3-235B-A22B-Instruct-2507}
+SGLS_TEMPERATURE=${SGLS_TEMPERATURE:-0.6}
+JUDGE=${JUDGE:-llm}                              # llm | offline_proxy (heuristic; smoke tests only) | none
+JUDGE_URLS=${JUDGE_URLS:-$(cat "${SERVICES_DIR}/judge_urls" 2>/dev/null || echo http://127.0.0.1:8016/v1)}
+JUDGE_MODEL=${JUDGE_MODEL:-gpt-oss-120b}
+
+# ---------------------------------------------------------------- cluster and budget
+NNODES=${NNODES:-4}
+N_GPUS_PER_NODE=${N_GPUS_PER_NODE:-8}
+TOTAL_EPOCHS=${TOTAL_EPOCHS:-5}
+TOTAL_TRAINING_STEPS=${TOTAL_TRAINING_STEPS:-null}   # null: epochs decide
+SAVE_FREQ=${SAVE_FREQ:-10}
+TEST_FREQ=${TEST_FREQ:-10}
+VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-true}
+LOGGER=${LOGGER:-'["console","wandb"]'}
+
+# ---------------------------------------------------------------- algorithm (paper values)
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-128}
+ROLLOUT_N=${ROLLOUT_N:-16}
+ACTOR_LR=${ACTOR_LR:-1e-6}
+PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-32}
+PPO_MICRO_BATCH_SIZE_PER_GPU=${PPO_MICRO_BATCH_SIZE_PER_GPU:-1}
+KL_LOSS_COEF=${KL_LOSS_COEF:-0.001}
+ENTROPY_COEFF=${ENTROPY_COEFF:-0}
+LAMBDA_TOOL=${LAMBDA_TOOL:-1.0}                  # slca_grpo, applied after normalisation
+LAMBDA_SUM=${LAMBDA_SUM:-1.0}
+LAMBDA_ACTION=${LAMBDA_ACTION:-1.0}              # toolpo
+
+# ---------------------------------------------------------------- rollout
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-24576}
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-8192}
+MAX_MODEL_LEN=${MAX_MODEL_LEN:-32768}
+ROLLOUT_TP=${ROLLOUT_TP:-1}
+GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.8}
+MAX_NUM_SEQS=${MAX_NUM_SEQS:-32}
+AGENT_NUM_WORKERS=${AGENT_NUM_WORKERS:-32}
+MAX_ASSISTANT_TURNS=${MAX_ASSISTANT_TURNS:-10}
+MAX_USER_TURNS=${MAX_USER_TURNS:-6}
+MAX_PARALLEL_CALLS=${MAX_PARALLEL_CALLS:-20}
+MAX_TOOL_RESPONSE_CHARS=${MAX_TOOL_RESPONSE_CHARS:-8192}   # ~2,048 tokens; verl counts characters
+MODEL_DTYPE=${MODEL_DTYPE:-bfloat16}
+
+# ---------------------------------------------------------------- what the estimator needs from the rest
+USE_V1=true
+case "${ADV_ESTIMATOR}" in
+  slca_grpo) REWARD_LAYOUT=slca;   TRAINER_MODE=slca_sync
+             ESTIMATOR_ARGS=(+algorithm.slca.lambda_tool="${LAMBDA_TOOL}" +algorithm.slca.lambda_sum="${LAMBDA_SUM}") ;;
+  grpo)      REWARD_LAYOUT=scalar; TRAINER_MODE=sync; ESTIMATOR_ARGS=() ;;
+  toolpo)    REWARD_LAYOUT=toolpo; TRAINER_MODE=sync
+             ESTIMATOR_ARGS=(+algorithm.toolpo.lambda_action="${LAMBDA_ACTION}") ;;
+  rltr)      REWARD_LAYOUT=rltr;   TRAINER_MODE=sync; ESTIMATOR_ARGS=() ;;
+  gdpo)      # verl's gdpo reads the components from non_tensor_batch, which only the legacy trainer fills
+             REWARD_LAYOUT=scalar; TRAINER_MODE=sync; USE_V1=false
+             ESTIMATOR_ARGS=('+algorithm.gdpo_reward_keys=[r_tool,r_sum]') ;;
+  *) echo "unknown ADV_ESTIMATOR=${ADV_ESTIMATOR} (slca_grpo | grpo | toolpo | rltr | gdpo)" >&2; exit 2 ;;
+esac
+
+# the run's agent loop YAML: this estimator's reward layout, SGLS pointed at the simulator servers
+RUN_CONFIG_DIR=${RUN_CONFIG_DIR:-${OUTPUT_DIR}/config}
+AGENT_LOOP_CONFIG=${RUN_CONFIG_DIR}/agent_loop.yaml
+python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --source "${SLCA_CONFIG_DIR}/agent_loop.yaml" \
+  --sgls-template "${SLCA_CONFIG_DIR}/sgls_tool.yaml" --reward-layout "${REWARD_LAYOUT}" \
+  --sgls-backend "${SGLS_BACKEND}" --sgls-urls "${SGLS_URLS}" --sgls-model "${SGLS_MODEL}" \
+  --sgls-temperature "${SGLS_TEMPERATURE}" >&2
+
+JUDGE_ARGS=(+reward.custom_reward_function.reward_kwargs.judge="${JUDGE}")
+if [[ "${JUDGE}" == llm ]]; then
+  JUDGE_ARGS+=("+reward.custom_reward_function.reward_kwargs.judge_base_urls=[${JUDGE_URLS}]"
+               +reward.custom_reward_function.reward_kwargs.judge_model="${JUDGE_MODEL}")
+fi
+
+# ---------------------------------------------------------------- overrides, grouped
+ALGORITHM=(
+  algorithm.adv_estimator="${ADV_ESTIMATOR}"
+  algorithm.use_kl_in_reward=false
+  algorithm.norm_adv_by_std_in_grpo=true
+  "${ESTIMATOR_ARGS[@]}"
+)
+DATA=(
+  data.train_files="${TRAIN_FILES}"
+  data.val_files="${VAL_FILES}"
+  data.train_batch_size="${TRAIN_BATCH_SIZE}"
+  data.max_prompt_length="${MAX_PROMPT_LENGTH}"
+  data.max_response_length="${MAX_RESPONSE_LENGTH}"
+  data.filter_overlong_prompts=true
+  data.truncation=error
+  data.return_raw_chat=true
+)
+MODEL=(
+  actor_rollout_ref.model.path="${MODEL_PATH}"
+  actor_rollout_ref.model.use_remove_padding=true
+  actor_rollout_ref.model.enable_gradient_checkpointing=true
+)
+ACTOR=(
+  actor_rollout_ref.actor.optim.lr="${ACTOR_LR}"
+  actor_rollout_ref.actor.ppo_mini_batch_size="${PPO_MINI_BATCH_SIZE}"
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="${PPO_MICRO_BATCH_SIZE_PER_GPU}"
+  actor_rollout_ref.actor.use_kl_loss=true
+  actor_rollout_ref.actor.kl_loss_coef="${KL_LOSS_COEF}"
+  actor_rollout_ref.actor.kl_loss_type=low_var_kl
+  actor_rollout_ref.actor.entropy_coeff="${ENTROPY_COEFF}"
+  actor_rollout_ref.actor.policy_loss.loss_mode=vanilla
+  actor_rollout_ref.actor.loss_agg_mode=token-mean
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4
+)
+ROLLOUT=(
+  actor_rollout_ref.rollout.name=vllm
+  actor_rollout_ref.rollout.mode=async
+  actor_rollout_ref.rollout.n="${ROLLOUT_N}"
+  actor_rollout_ref.rollout.dtype="${MODEL_DTYPE}"
+  actor_rollout_ref.rollout.tensor_model_parallel_size="${ROLLOUT_TP}"
+  actor_rollout_ref.rollout.gpu_memory_utilization="${GPU_MEMORY_UTILIZATION}"
+  actor_rollout_ref.rollout.max_model_len="${MAX_MODEL_LEN}"
+  actor_rollout_ref.rollout.max_num_seqs="${MAX_NUM_SEQS}"
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4
+  actor_rollout_ref.rollout.val_kwargs.n=1
+  actor_rollout_ref.rollout.val_kwargs.do_sample=false
+)
+AGENT=(
+  actor_rollout_ref.rollout.multi_turn.enable=true
+  actor_rollout_ref.rollout.multi_turn.format=hermes
+  actor_rollout_ref.rollout.multi_turn.max_assistant_turns="${MAX_ASSISTANT_TURNS}"
+  actor_rollout_ref.rollout.multi_turn.max_user_turns="${MAX_USER_TURNS}"
+  actor_rollout_ref.rollout.multi_turn.max_parallel_calls="${MAX_PARALLEL_CALLS}"
+  actor_rollout_ref.rollout.multi_turn.max_tool_response_length="${MAX_TOOL_RESPONSE_CHARS}"
+  actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=middle
+  actor_rollout_ref.rollout.agent.num_workers="${AGENT_NUM_WORKERS}"
+  actor_rollout_ref.rollout.agent.default_agent_loop=slca_tool_agent
+  actor_rollout_ref.rollout.agent.agent_loop_config_path="${AGENT_LOOP_CONFIG}"
+)
+REWARD=(
+  reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward
+  reward.custom_reward_function.name=compute_score
+  reward.reward_model.enable=false
+  "${JUDGE_ARGS[@]}"
+)
+TRAINER=(
+  trainer.use_v1="${USE_V1}"
+  trainer.v1.trainer_mode="${TRAINER_MODE}"
+  trainer.project_name="${PROJECT_NAME}"
+  trainer.experiment_name="${EXPERIMENT_NAME}"
+  trainer.default_local_dir="${OUTPUT_DIR}"
+  trainer.nnodes="${NNODES}"
+  trainer.n_gpus_per_node="${N_GPUS_PER_NODE}"
+  trainer.total_epochs="${TOTAL_EPOCHS}"
+  trainer.total_training_steps="${TOTAL_TRAINING_STEPS}"
+  trainer.save_freq="${SAVE_FREQ}"
+  trainer.test_freq="${TEST_FREQ}"
+  trainer.val_before_train="${VAL_BEFORE_TRAIN}"
+  trainer.logger="${LOGGER}"
+  trainer.critic_warmup=0
+)
+OVERRIDES=("${ALGORITHM[@]}" "${DATA[@]}" "${MODEL[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}" "${AGENT[@]}" "${REWARD[@]}"
+           "${TRAINER[@]}")
+
+case "${DRY_RUN:-0}" in
+  args) printf '%s\0' "${OVERRIDES[@]}" "$@"; exit 0 ;;
+  1|true) exec python3 "${RECIPES_DIR}/compose_check.py" --config-name ppo_trainer -- "${OVERRIDES[@]}" "$@" ;;
+esac
+
+python3 -m verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"

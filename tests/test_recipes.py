@@ -1,0 +1,246 @@
+"""Every recipe parses, composes with verl 0.9.1's own hydra configs and passes verl's validation on CPU; the baselines
+differ from the SLCA run only where the estimator needs it; the serving scripts wait for health and publish URLs."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPES = os.path.join(REPO, "recipes")
+sys.path.insert(0, RECIPES)
+import compose_check  # noqa: E402
+
+RL_RECIPES = {
+    "run_qwen7b_slca.sh": "slca_grpo",
+    "run_qwen7b_grpo.sh": "grpo",
+    "run_qwen7b_toolpo.sh": "toolpo",
+    "run_qwen7b_rltr.sh": "rltr",
+    "run_qwen7b_gdpo.sh": "gdpo",
+    "run_qwen3b_slca.sh": "slca_grpo",
+    "run_smoke_1gpu.sh": "slca_grpo",
+}
+EXPECTED_LAYOUT = {"slca_grpo": "slca", "grpo": "scalar", "toolpo": "toolpo", "rltr": "rltr", "gdpo": "scalar"}
+
+
+def recipe_args(name: str, out_dir: str, **env) -> list[str]:
+    """The hydra overrides a recipe would launch with (DRY_RUN=args), with its run config written under out_dir."""
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPES, name)],
+        capture_output=True,
+        env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": out_dir, "SERVICES_DIR": out_dir, **env},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    return [a.decode() for a in proc.stdout.split(b"\0") if a]
+
+
+def as_dict(overrides):
+    return dict(o.split("=", 1) for o in overrides)
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory):
+    """Every recipe's overrides, composed and checked once: {recipe: (overrides, cfg, summary)}."""
+    out = {}
+    for name in [*RL_RECIPES, "run_qwen7b_sft.sh"]:
+        args = recipe_args(name, str(tmp_path_factory.mktemp(name.replace(".", "_"))))
+        config = compose_check.SFT if "sft" in name else compose_check.PPO
+        cfg, summary = compose_check.check(config, args)
+        out[name] = (args, cfg, summary)
+    return out
+
+
+def test_every_shell_script_passes_bash_n():
+    scripts = sorted(f for f in os.listdir(RECIPES) if f.endswith(".sh"))
+    assert len(scripts) >= 11
+    for script in scripts:
+        proc = subprocess.run(["bash", "-n", os.path.join(RECIPES, script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script}: {proc.stderr}"
+
+
+def test_training_recipes_follow_verls_shape():
+    for name in [*RL_RECIPES, "run_qwen7b_sft.sh"]:
+        text = open(os.path.join(RECIPES, name)).read()
+        assert "set -xeuo pipefail" in text, name
+    main = open(os.path.join(RECIPES, "run_qwen7b_slca.sh")).read()
+    assert 'python3 -m verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"' in main
+    assert "torchrun" in open(os.path.join(RECIPES, "run_qwen7b_sft.sh")).read()
+
+
+@pytest.mark.parametrize("name", [*RL_RECIPES, "run_qwen7b_sft.sh"])
+def test_every_recipe_composes_against_verl_config_and_passes_its_validation(composed, name):
+    _, cfg, summary = composed[name]
+    if name in RL_RECIPES:
+        estimator = RL_RECIPES[name]
+        assert summary["adv_estimator"] == estimator
+        assert summary["reward_layout"] == EXPECTED_LAYOUT[estimator]
+        assert summary["agent_loop"] == "slca_tool_agent"
+        assert summary["use_v1"] is (estimator != "gdpo")
+        assert cfg.reward.custom_reward_function.path == "pkg://slca_verl.agent_loop.reward"
+    else:
+        assert summary["messages_key"] == "messages"
+
+
+def test_the_7b_slca_recipe_carries_the_papers_settings(composed):
+    _, cfg, summary = composed["run_qwen7b_slca.sh"]
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    assert (cfg.data.train_batch_size, rollout.n, actor.optim.lr, actor.ppo_mini_batch_size) == (128, 16, 1e-6, 32)
+    assert actor.use_kl_loss and actor.kl_loss_coef == 0.001 and actor.kl_loss_type == "low_var_kl"
+    assert cfg.algorithm.use_kl_in_reward is False and actor.entropy_coeff == 0
+    assert actor.policy_loss.loss_mode == "vanilla" and actor.loss_agg_mode == "token-mean"
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (24576, 8192)
+    assert (cfg.trainer.total_epochs, cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (5, 4, 8)
+    mt = rollout.multi_turn
+    assert (mt.max_assistant_turns, mt.max_user_turns, mt.max_parallel_calls, mt.format) == (10, 6, 20, "hermes")
+    assert rollout.name == "vllm" and rollout.mode == "async"
+    assert summary["trainer_mode"] == "slca_sync"
+    assert (cfg.algorithm.slca.lambda_tool, cfg.algorithm.slca.lambda_sum) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("baseline", ["run_qwen7b_grpo.sh", "run_qwen7b_toolpo.sh", "run_qwen7b_rltr.sh",
+                                      "run_qwen7b_gdpo.sh"])  # fmt: skip
+def test_a_baseline_differs_from_the_slca_run_only_where_its_estimator_needs_it(composed, baseline):
+    slca, other = as_dict(composed["run_qwen7b_slca.sh"][0]), as_dict(composed[baseline][0])
+    allowed = {
+        "algorithm.adv_estimator", "+algorithm.slca.lambda_tool", "+algorithm.slca.lambda_sum",
+        "+algorithm.toolpo.lambda_action", "+algorithm.gdpo_reward_keys", "trainer.v1.trainer_mode", "trainer.use_v1",
+        "trainer.experiment_name", "trainer.default_local_dir", "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+    }  # fmt: skip
+    differing = {k for k in slca.keys() | other.keys() if slca.get(k) != other.get(k)}
+    assert differing <= allowed, differing - allowed
+    budget = ["data.train_batch_size", "actor_rollout_ref.rollout.n", "trainer.total_epochs", "trainer.nnodes",
+              "data.max_response_length", "actor_rollout_ref.actor.optim.lr", "data.train_files"]  # fmt: skip
+    assert [other[k] for k in budget] == [slca[k] for k in budget]
+
+
+def test_the_run_agent_loop_yaml_points_sgls_at_the_served_urls(tmp_path):
+    args = as_dict(recipe_args("run_qwen7b_toolpo.sh", str(tmp_path), SGLS_URLS="http://a:1/v1,http://b:2/v1"))
+    (entry,) = yaml.safe_load(open(args["actor_rollout_ref.rollout.agent.agent_loop_config_path"]))
+    assert entry["reward_layout"] == "toolpo"
+    assert entry["sgls"]["backend"] == "openai" and entry["sgls"]["base_urls"] == ["http://a:1/v1", "http://b:2/v1"]
+    assert entry["sgls"]["temperature"] == 0.6 and entry["sgls"]["cache_scope"] == "group"  # template kept
+
+
+def test_served_urls_reach_training_through_the_services_dir(tmp_path):
+    (tmp_path / "sgls_urls").write_text("http://10.0.0.5:8000/v1,http://10.0.0.6:8000/v1\n")
+    (tmp_path / "judge_urls").write_text("http://10.0.0.7:8016/v1\n")
+    args = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path)))
+    assert args["+reward.custom_reward_function.reward_kwargs.judge_base_urls"] == "[http://10.0.0.7:8016/v1]"
+    (entry,) = yaml.safe_load(open(args["actor_rollout_ref.rollout.agent.agent_loop_config_path"]))
+    assert entry["sgls"]["base_urls"] == ["http://10.0.0.5:8000/v1", "http://10.0.0.6:8000/v1"]
+
+
+def test_the_smoke_recipe_needs_no_servers_and_fits_one_gpu(composed):
+    args, cfg, _ = composed["run_smoke_1gpu.sh"]
+    assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node, cfg.trainer.total_training_steps) == (1, 1, 2)
+    assert as_dict(args)["+reward.custom_reward_function.reward_kwargs.judge"] == "offline_proxy"
+    (entry,) = yaml.safe_load(open(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path))
+    assert entry["sgls"]["backend"] == "offline"
+
+
+def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPES, "run_qwen7b_rltr.sh")],
+        capture_output=True, text=True, timeout=180,
+        env={**os.environ, "DRY_RUN": "1", "OUTPUT_DIR": str(tmp_path), "SERVICES_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK: ppo_trainer composed" in proc.stderr and "'adv_estimator': 'rltr'" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (["+algorithm.slca.lamda_tool=2"], "unknown keys under algorithm.slca"),
+        (["algorithm.adv_estimator=no_such_estimator"], "no_such_estimator"),
+        (["trainer.use_v1=true"], "set trainer.use_v1=false"),  # on the gdpo recipe
+    ],
+)
+def test_the_composer_rejects_typos_unregistered_names_and_unsupported_combinations(composed, bad, message):
+    base = composed["run_qwen7b_gdpo.sh" if "use_v1" in bad[0] else "run_qwen7b_slca.sh"][0]
+    with pytest.raises(Exception, match=message):
+        compose_check.check(compose_check.PPO, [*base, *bad])
+
+
+def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(composed):
+    base = composed["run_qwen7b_toolpo.sh"][0]
+    with pytest.raises(ValueError, match="reads the 'toolpo' reward layout; the agent loop writes 'slca'"):
+        compose_check.check(compose_check.PPO, [*base, "algorithm.adv_estimator=toolpo",
+                                                *[a for a in composed["run_qwen7b_slca.sh"][0]
+                                                  if a.startswith("actor_rollout_ref.rollout.agent.agent_loop_config_path")]])  # fmt: skip
+
+
+FAKE_VLLM = textwrap.dedent(
+    """\
+    #!/usr/bin/env python3
+    # stands in for `vllm serve MODEL --port P ...`: healthy after HEALTH_DELAY_S, records its pid and argv
+    import http.server, os, sys, time
+    port = int(sys.argv[sys.argv.index("--port") + 1])
+    d = os.environ["SERVICES_DIR"]
+    open(os.path.join(d, f"fake_{port}.pid"), "w").write(str(os.getpid()))
+    open(os.path.join(d, f"fake_{port}.argv"), "w").write(" ".join(sys.argv[1:]))
+    ready = time.time() + float(os.environ.get("HEALTH_DELAY_S", "0.5"))
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" and time.time() > ready else 503)
+            self.end_headers()
+        def log_message(self, *a):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """
+)
+
+
+def free_port_pair():
+    import socket
+
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", a.getsockname()[1] + 1))
+        return a.getsockname()[1]
+
+
+def test_serve_script_starts_replicas_waits_for_health_and_publishes_their_urls(tmp_path):
+    fake = tmp_path / "vllm"
+    fake.write_text(FAKE_VLLM)
+    fake.chmod(0o755)
+    port = free_port_pair()
+    env = {**os.environ, "VLLM_BIN": str(fake), "SERVICES_DIR": str(tmp_path), "PORT": str(port), "REPLICAS": "2",
+           "GPUS_PER_REPLICA": "1", "ADVERTISE_HOST": "127.0.0.1", "HOST": "127.0.0.1", "DETACH": "1", "POLL_S": "0.2",
+           "HEALTH_TIMEOUT_S": "30"}  # fmt: skip
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(["bash", os.path.join(RECIPES, "serve_sgls.sh")], capture_output=True, text=True,
+                              env=env, timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        urls = f"http://127.0.0.1:{port}/v1,http://127.0.0.1:{port + 1}/v1"
+        assert (tmp_path / "sgls_urls").read_text().strip() == urls
+        assert proc.stdout.strip().splitlines()[-1] == urls
+        argv = (tmp_path / f"fake_{port}.argv").read_text()
+        assert argv.startswith("serve Qwen/Qwen3-235B-A22B-Instruct-2507 --served-model-name Qwen3-235B-A22B-Instruct")
+        assert time.monotonic() - start >= 0.5  # it waited for /health, not just for the port
+    finally:
+        for pid_file in tmp_path.glob("fake_*.pid"):
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def test_serve_script_fails_with_the_replicas_log_dir_when_a_server_dies(tmp_path):
+    fake = tmp_path / "vllm"
+    fake.write_text("#!/usr/bin/env bash\necho 'CUDA out of memory' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "VLLM_BIN": str(fake), "SERVICES_DIR": str(tmp_path), "PORT": str(free_port_pair()),
+           "ADVERTISE_HOST": "127.0.0.1", "POLL_S": "0.1", "HEALTH_TIMEOUT_S": "20"}  # fmt: skip
+    proc = subprocess.run(["bash", os.path.join(RECIPES, "serve_judge.sh")], capture_output=True, text=True, env=env,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode != 0
+    assert "exited; see" in proc.stderr and not (tmp_path / "judge_urls").exists()
+    assert "CUDA out of memory" in (tmp_path / "judge_0.log").read_text()
