@@ -50,7 +50,8 @@ TOTAL_TRAINING_STEPS=${TOTAL_TRAINING_STEPS:-null}   # null: epochs decide
 SAVE_FREQ=${SAVE_FREQ:-10}
 TEST_FREQ=${TEST_FREQ:-10}
 VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-true}
-LOGGER=${LOGGER:-'["console","wandb"]'}
+LOGGER=${LOGGER:-'["console","wandb","file"]'}   # "file": the JSONL that slca_verl.eval.plots reads
+export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-${OUTPUT_DIR}/metrics.jsonl}
 
 # ---------------------------------------------------------------- algorithm (paper values)
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-128}

@@ -244,3 +244,16 @@ def test_serve_script_fails_with_the_replicas_log_dir_when_a_server_dies(tmp_pat
     assert proc.returncode != 0
     assert "exited; see" in proc.stderr and not (tmp_path / "judge_urls").exists()
     assert "CUDA out of memory" in (tmp_path / "judge_0.log").read_text()
+
+
+def test_the_in_domain_eval_command_composes_a_validation_only_run(tmp_path):
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(tmp_path / "ckpt" / "global_step_5")],
+        capture_output=True, timeout=60,
+        env={**os.environ, "DRY_RUN": "args", "OUT_DIR": str(tmp_path / "ev"), "SERVICES_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    args = [a.decode() for a in proc.stdout.split(b"\0") if a]
+    cfg, _ = compose_check.check(compose_check.PPO, args)
+    assert cfg.trainer.val_only is True and cfg.trainer.validation_data_dir == str(tmp_path / "ev" / "val_generations")
+    assert cfg.actor_rollout_ref.model.path == str(tmp_path / "ckpt" / "global_step_5")

