@@ -1,0 +1,175 @@
+"""SFT split -> verl's multi-turn SFT parquet (``verl.utils.dataset.multiturn_sft_dataset.MultiTurnSFTDataset``).
+
+    python -m data_prep.sft --input data/toucan/toucan_train.parquet --output_dir data/sft            # RL rows
+    python -m data_prep.sft --input hermes_fc.json --format sharegpt --output_dir data/sft --val_ratio 0.01
+
+Output ``<output_dir>/sft_<split>.parquet`` with one column ``messages`` (a list of ``{"role", "content"}`` with roles
+system / user / assistant / tool), which ``recipes/run_qwen7b_sft.sh`` reads with ``data.messages_key=messages``;
+and ``sft_report.json`` with the counts. verl's dataset applies the chat template turn by turn and trains on the
+assistant turns; tool messages become ``<tool_response>`` blocks in Qwen's template.
+
+Sources:
+- ``rl``: rows of the RL parquet (``prompt`` + ``reward_model.ground_truth.gold_tool_calls``): the prompt, then one
+  assistant turn writing the first gold step as hermes ``<tool_call>`` blocks (later steps would need the tool
+  responses, which RL rows do not hold). Rows without gold calls are skipped (``no_gold_call``) unless
+  ``--no_call_reply`` gives the text to train on.
+- ``sharegpt``: JSON / JSONL records with ``conversations: [{"from", "value"}]`` (hermes-function-calling-v1, ToolACE
+  style; ``from`` in system / human / user / gpt / assistant / tool / function_response / observation) and optional
+  ``tools`` (JSON list of OpenAI tool schemas): when the system message does not list ``<tools>``, the hermes system
+  prompt of the RL prompts (``data_prep.rows.hermes_system_prompt``) is put first, so SFT and RL see one format.
+A dialogue must end on an assistant turn (``no_final_assistant``) and hold at least one user turn (``no_user_turn``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import sys
+from collections import Counter
+from typing import Any, Iterable, Sequence
+
+from data_prep.rows import hermes_system_prompt
+from data_prep.schema import normalize_tools
+
+logger = logging.getLogger(__name__)
+
+ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+         "tool": "tool", "function_response": "tool", "observation": "tool", "ipython": "tool"}  # fmt: skip
+
+
+def _plain(obj: Any) -> Any:
+    """numpy arrays / JSON strings from parquet -> Python lists and dicts."""
+    if hasattr(obj, "tolist"):
+        obj = obj.tolist()
+    if isinstance(obj, str):
+        try:
+            return json.loads(obj)
+        except json.JSONDecodeError:
+            return obj
+    if isinstance(obj, list):
+        return [_plain(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
+
+
+def tool_call_text(step: list[dict]) -> str:
+    """One hermes ``<tool_call>`` block per call of a (parallel) step."""
+    return "\n".join(
+        "<tool_call>\n" + json.dumps({"name": c["name"], "arguments": c.get("arguments", {})}, ensure_ascii=False)
+        + "\n</tool_call>" for c in step
+    )  # fmt: skip
+
+
+def from_rl_row(row: dict, no_call_reply: str | None = None) -> tuple[list[dict] | None, str]:
+    """(messages, "") for one RL-parquet row, or (None, reason)."""
+    prompt = [{"role": m["role"], "content": m["content"]} for m in _plain(row["prompt"])]
+    gt = _plain(row["reward_model"])["ground_truth"]
+    gt = _plain(gt)
+    gold = _plain(gt.get("gold_tool_calls") or [])
+    if gold and gold[0]:
+        reply = tool_call_text(gold[0])
+    elif no_call_reply:
+        reply = no_call_reply
+    else:
+        return None, "no_gold_call"
+    return _checked(prompt + [{"role": "assistant", "content": reply}])
+
+
+def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
+    """(messages, "") for one ShareGPT / hermes dialogue, or (None, reason)."""
+    turns = record.get("conversations") or record.get("messages")
+    if not isinstance(turns, list):
+        return None, "malformed_record"
+    messages = []
+    for t in turns:
+        role = ROLES.get(str(t.get("from", t.get("role", ""))).lower())
+        content = t.get("value", t.get("content"))
+        if role is None or not isinstance(content, str):
+            return None, "unknown_role"
+        messages.append({"role": role, "content": content})
+    tools = _plain(record.get("tools")) or []
+    if tools and not any(m["role"] == "system" and "<tools>" in m["content"] for m in messages):
+        system = hermes_system_prompt(normalize_tools(tools))
+        if messages and messages[0]["role"] == "system":
+            system = f"{system}\n\n{messages.pop(0)['content']}"
+        messages.insert(0, {"role": "system", "content": system})
+    return _checked(messages)
+
+
+def _checked(messages: list[dict]) -> tuple[list[dict] | None, str]:
+    if not any(m["role"] == "user" for m in messages):
+        return None, "no_user_turn"
+    if not messages or messages[-1]["role"] != "assistant" or not messages[-1]["content"].strip():
+        return None, "no_final_assistant"
+    return messages, ""
+
+
+def read_records(path: str, fmt: str) -> Iterable[dict]:
+    if fmt == "rl" or path.endswith(".parquet"):
+        import pandas as pd
+
+        yield from pd.read_parquet(path).to_dict("records")
+        return
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    stripped = text.lstrip()
+    yield from (json.loads(text) if stripped.startswith("[") else (json.loads(x) for x in text.splitlines() if x.strip()))
+
+
+def convert(records: Iterable[dict], fmt: str, no_call_reply: str | None = None) -> tuple[list[list[dict]], Counter]:
+    """All records -> (SFT dialogues, counts of skip reasons)."""
+    out, skipped = [], Counter()
+    for rec in records:
+        messages, reason = from_rl_row(rec, no_call_reply) if fmt == "rl" else from_sharegpt(rec)
+        if messages is None:
+            skipped[reason] += 1
+        else:
+            out.append(messages)
+    return out, skipped
+
+
+def write(dialogues: list[list[dict]], output_dir: str, val_ratio: float, seed: int) -> dict[str, str]:
+    import pandas as pd
+
+    os.makedirs(output_dir, exist_ok=True)
+    order = list(range(len(dialogues)))
+    random.Random(seed).shuffle(order)
+    n_val = int(round(len(order) * val_ratio))
+    splits = {"train": order[n_val:], "val": order[:n_val]} if n_val else {"train": order}
+    paths = {}
+    for split, idx in splits.items():
+        paths[split] = os.path.join(output_dir, f"sft_{split}.parquet")
+        pd.DataFrame({"messages": [dialogues[i] for i in sorted(idx)]}).to_parquet(paths[split])
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", required=True, nargs="+")
+    p.add_argument("--format", choices=["rl", "sharegpt"], default=None, help="default: rl for .parquet, else sharegpt")
+    p.add_argument("--output_dir", required=True)
+    p.add_argument("--val_ratio", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no_call_reply", default=None, help="assistant text for RL rows without gold calls")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    dialogues, skipped = [], Counter()
+    for path in args.input:
+        fmt = args.format or ("rl" if path.endswith(".parquet") else "sharegpt")
+        d, s = convert(read_records(path, fmt), fmt, args.no_call_reply)
+        dialogues += d
+        skipped += s
+    paths = write(dialogues, args.output_dir, args.val_ratio, args.seed)
+    report = {"inputs": args.input, "written": len(dialogues), "skipped": dict(skipped), "outputs": paths}
+    with open(os.path.join(args.output_dir, "sft_report.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+    logger.info("%d dialogues -> %s; skipped %s", len(dialogues), paths, dict(skipped))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
