@@ -117,7 +117,10 @@ def read_records(path: str, fmt: str) -> Iterable[dict]:
     with open(path, encoding="utf-8") as f:
         text = f.read()
     stripped = text.lstrip()
-    yield from (json.loads(text) if stripped.startswith("[") else (json.loads(x) for x in text.splitlines() if x.strip()))
+    if stripped.startswith("["):
+        yield from json.loads(text)
+    else:
+        yield from (json.loads(x) for x in text.splitlines() if x.strip())
 
 
 def convert(records: Iterable[dict], fmt: str, no_call_reply: str | None = None) -> tuple[list[list[dict]], Counter]:

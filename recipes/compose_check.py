@@ -61,7 +61,8 @@ def _agent_loop_entry(cfg) -> dict | None:
     for entry in entries:
         if entry.get("name") == name:
             return entry
-    raise ValueError(f"{path} has no agent loop named '{name}' (default_agent_loop); it has {[e.get('name') for e in entries]}")
+    names = [e.get("name") for e in entries]
+    raise ValueError(f"{path} has no agent loop named '{name}' (default_agent_loop); it has {names}")
 
 
 def check_ppo(cfg) -> dict:
@@ -106,7 +107,9 @@ def check_ppo(cfg) -> dict:
             raise ValueError(f"reward layout '{layout}' needs the v1 trainer; the legacy trainer sees one scalar")
         expected = {"slca_grpo": "slca", "toolpo": "toolpo", "rltr": "rltr"}.get(estimator, "scalar")
         if layout != expected:
-            raise ValueError(f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'")
+            raise ValueError(
+                f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'"
+            )
         sgls_path = entry.get("sgls_config_path")
         if sgls_path and not sgls_path.startswith("pkg://") and not os.path.isfile(sgls_path):
             raise FileNotFoundError(f"agent loop sgls_config_path: no file {sgls_path}")

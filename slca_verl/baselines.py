@@ -239,6 +239,7 @@ def compute_rltr_advantage(
         tool_f = tool.float()  # (bs, L)
         r_plan = (rewards * tool_f).sum(dim=-1)  # (bs,)
         gidx, num_groups = _groups(index, rewards.device)
-        a_plan = group_zscore(r_plan, tool.any(dim=-1), gidx, num_groups, cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"])
+        present = tool.any(dim=-1)  # (bs,)
+        a_plan = group_zscore(r_plan, present, gidx, num_groups, cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"])
         advantages = (tool_f * a_plan.unsqueeze(-1)).to(token_level_rewards.dtype)  # (bs, L)
     return advantages, advantages

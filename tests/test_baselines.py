@@ -182,7 +182,7 @@ def test_non_finite_rewards_raise_an_error_naming_the_estimator(toolpo_batch, es
 
 @pytest.mark.parametrize("name", ["toolpo", "rltr"])
 def test_unknown_config_keys_are_rejected(toolpo_batch, name):
-    rm, mask, seg, index = toolpo_batch
+    rm, mask, _, index = toolpo_batch
     with pytest.raises(ValueError, match=rf"unknown keys under algorithm.{name}: \['lamda'\]"):
         get_adv_estimator_fn(name)(token_level_rewards=rm, response_mask=mask, index=index, config={name: {"lamda": 1}})
 

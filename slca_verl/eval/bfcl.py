@@ -231,8 +231,16 @@ def gold_text(case: dict) -> str:
 # generation
 
 
-async def generate(cases: Sequence[dict], base_urls: Sequence[str], model: str, *, max_tokens: int = 1024,
-                   concurrency: int = 32, timeout_s: float = 120.0, api_key: str | None = None) -> list[str]:  # fmt: skip
+async def generate(
+    cases: Sequence[dict],
+    base_urls: Sequence[str],
+    model: str,
+    *,
+    max_tokens: int = 1024,
+    concurrency: int = 32,
+    timeout_s: float = 120.0,
+    api_key: str | None = None,
+) -> list[str]:
     """Replies of the served model to every case, at temperature 0, through the project's ``ChatClient``. A request
     that fails after the client's retries yields "" (scored as a miss) and is counted in the log."""
     from slca_verl.sgls.client import ChatClient, ChatClientError

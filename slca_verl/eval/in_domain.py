@@ -139,8 +139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, source = asyncio.run(score_predictions(preds, parquet_rows, kwargs)), "scored here with HierR"
     taus = [float(t) for t in args.taus.split(",")]
     w_total = args.w_tool + args.w_sum
-    result = {"source": source, "predictions": args.predictions, "taus": taus,
-              "overall": summarise(rows, taus, w_total), "by_data_source": by_source(rows, taus=taus, w_total=w_total)}  # fmt: skip
+    result = {
+        "source": source,
+        "predictions": args.predictions,
+        "taus": taus,
+        "overall": summarise(rows, taus, w_total),
+        "by_data_source": by_source(rows, taus=taus, w_total=w_total),
+    }
     json_path, md_path = write_report(args.out_dir, "in_domain", result, table(result))
     logger.info("in-domain (%s, n=%d): %s -> %s, %s", source, len(rows), result["overall"], json_path, md_path)
     return 0
