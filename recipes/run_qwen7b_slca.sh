@@ -85,9 +85,9 @@ case "${ADV_ESTIMATOR}" in
   slca_grpo) REWARD_LAYOUT=slca;   TRAINER_MODE=slca_sync
              ESTIMATOR_ARGS=(+algorithm.slca.lambda_tool="${LAMBDA_TOOL}" +algorithm.slca.lambda_sum="${LAMBDA_SUM}") ;;
   grpo)      REWARD_LAYOUT=scalar; TRAINER_MODE=sync; ESTIMATOR_ARGS=() ;;
-  toolpo)    REWARD_LAYOUT=toolpo; TRAINER_MODE=sync
+  toolpo)    REWARD_LAYOUT=toolpo; TRAINER_MODE=slca_sync
              ESTIMATOR_ARGS=(+algorithm.toolpo.lambda_action="${LAMBDA_ACTION}") ;;
-  rltr)      REWARD_LAYOUT=rltr;   TRAINER_MODE=sync; ESTIMATOR_ARGS=() ;;
+  rltr)      REWARD_LAYOUT=rltr;   TRAINER_MODE=slca_sync; ESTIMATOR_ARGS=() ;;
   gdpo)      # verl's gdpo reads the components from non_tensor_batch, which only the legacy trainer fills
              REWARD_LAYOUT=scalar; TRAINER_MODE=sync; USE_V1=false
              ESTIMATOR_ARGS=('+algorithm.gdpo_reward_keys=[r_tool,r_sum]') ;;

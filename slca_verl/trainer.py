@@ -25,10 +25,14 @@ logger = logging.getLogger(__name__)
 
 TRAINER_MODE = "slca_sync"
 
+#: Estimators that read explicit segment ids (``slca_verl.segments.current_explicit_segment_ids``).
+SEGMENT_AWARE_ESTIMATORS = frozenset({"slca_grpo", "toolpo", "rltr"})
+
 
 @register_trainer(TRAINER_MODE)
 class SLCASyncTrainer(PPOTrainerSync):
-    """verl's sync trainer whose advantage step fetches ``slca_segment_ids`` from TransferQueue."""
+    """verl's sync trainer whose advantage step fetches ``slca_segment_ids`` from TransferQueue and hands them to
+    the segment-aware estimators (``slca_grpo``, ``toolpo``, ``rltr``)."""
 
     def __init__(self, config):
         if config.trainer.v1.trainer_mode != "sync":
@@ -51,11 +55,12 @@ class SLCASyncTrainer(PPOTrainerSync):
         return data.to_padded_tensor()[SEGMENT_IDS_FIELD]
 
     def _compute_advantage(self, batch, metrics):
-        if self.config.algorithm.adv_estimator != "slca_grpo":
+        if self.config.algorithm.adv_estimator not in SEGMENT_AWARE_ESTIMATORS:
             logger.warning(
-                "%s: algorithm.adv_estimator=%s ignores segment ids; use slca_grpo",
+                "%s: algorithm.adv_estimator=%s ignores segment ids; they are used by %s",
                 TRAINER_MODE,
                 self.config.algorithm.adv_estimator,
+                sorted(SEGMENT_AWARE_ESTIMATORS),
             )
             return super()._compute_advantage(batch, metrics)
         with explicit_segment_ids(self._fetch_segment_ids(batch)):

@@ -231,3 +231,22 @@ def test_slca_sync_mode_keeps_verl_sync_semantics():
         pytest.skip(f"verl's trainer __init__ needs more than CPU here: {e}")
     assert trainer.trainer_mode == "sync"
     assert type(trainer.replay_buffer) is ReplayBuffer and not isinstance(trainer.replay_buffer, ReplayBufferAsync)
+
+
+@pytest.mark.parametrize("estimator", ["toolpo", "rltr"])
+def test_slca_sync_hands_segment_ids_to_the_baseline_estimators_too(transfer_queue, estimator):
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    rewards, mask, index = make_batch(14, bs=12, L=30, max_turns=3, group_size=4)
+    ids = segments.segment_ids_from_response_mask(mask)
+    cut = torch.arange(12) % 3 == 0
+    ids[cut] = torch.where(ids[cut] == segments.SUMMARY, torch.tensor(segments.TOOL, dtype=torch.int8), ids[cut])
+    meta = put_rows(transfer_queue, rewards, mask, index, ids=ids, tag=f"base{estimator}")
+    cfg = compose_ppo(f"algorithm.adv_estimator={estimator}", "trainer.v1.trainer_mode=slca_sync")
+    bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics={})
+    adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 30)
+    fn = get_adv_estimator_fn(estimator)
+    with_ids, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm, segment_ids=ids)
+    from_runs, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm)
+    torch.testing.assert_close(adv, with_ids, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(with_ids, from_runs, atol=1e-3)
