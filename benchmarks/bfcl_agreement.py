@@ -26,20 +26,16 @@ and two variants that are not errors to one of the two scorers, to show where th
 from __future__ import annotations
 
 import copy
-import importlib
 import json
-import os
-import re
 import sys
-import tempfile
 import time
-import types
 from collections import defaultdict
 from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from slca_verl.eval.bfcl import gold_calls, load_checker  # noqa: E402
 from slca_verl.rewards import HierRConfig, score_trajectory_sync  # noqa: E402
 
 CATEGORIES = {
@@ -51,79 +47,6 @@ CATEGORIES = {
 CORRUPTIONS = ("gold", "wrong_name", "drop_arg", "wrong_value", "extra_call", "reordered", "serialised",
                "alt_value", "num_as_str")
 COMPONENTS = ("name_f1", "key", "value", "parallel")
-
-
-def bfcl_available() -> bool:
-    return importlib.util.find_spec("bfcl_eval") is not None
-
-
-def load_checker(project_root: str | None = None):
-    """Import BFCL's ``ast_checker`` with its vendor SDKs stubbed (they are only needed to run model handlers).
-
-    Stubs go into ``sys.modules`` only for modules that are missing, and are removed again once the checker is
-    imported, so nothing else in the process sees a fake ``openai``. ``BFCL_PROJECT_ROOT`` must be set (BFCL
-    creates result/score folders under it on import); a temporary folder is used when it is not.
-    """
-    os.environ.setdefault("BFCL_PROJECT_ROOT", project_root or tempfile.mkdtemp(prefix="bfcl_root_"))
-    stubbed: list[tuple[str, str | None]] = []  # (module name, attribute set on a real parent)
-    try:
-        for _ in range(200):
-            try:
-                checker = importlib.import_module("bfcl_eval.eval_checker.ast_eval.ast_checker")
-                enums = importlib.import_module("bfcl_eval.constants.enums")
-                config = importlib.import_module("bfcl_eval.constants.model_config")
-                break
-            except ImportError as e:
-                m = re.match(r"cannot import name '(\w+)' from '([\w.]+)'", str(e))
-                if m and not isinstance(e, ModuleNotFoundError):  # a name missing from a real namespace package
-                    parent, attr = m.group(2), m.group(1)
-                    name = f"{parent}.{attr}"
-                    sys.modules[name] = _stub(name)
-                    setattr(sys.modules[parent], attr, sys.modules[name])
-                    stubbed.append((name, attr))
-                elif e.name and not e.name.startswith("bfcl_eval"):
-                    parts = e.name.split(".")
-                    for j in range(1, len(parts) + 1):
-                        n = ".".join(parts[:j])
-                        if n not in sys.modules:
-                            sys.modules[n] = _stub(n)
-                            stubbed.append((n, None))
-                else:
-                    raise
-                for k in [k for k in sys.modules if k.startswith("bfcl_eval")]:
-                    del sys.modules[k]
-        else:
-            raise ImportError("could not import BFCL's ast_checker after stubbing 200 modules")
-    finally:
-        for name, attr in stubbed:
-            sys.modules.pop(name, None)
-            parent = name.rpartition(".")[0]
-            if attr and parent in sys.modules and hasattr(sys.modules[parent], attr):
-                delattr(sys.modules[parent], attr)
-    # a model whose names BFCL does not rewrite (no "." → "_"), so names are compared as written
-    model = next(k for k, v in config.MODEL_CONFIG_MAPPING.items() if not v.underscore_to_dot and "_" not in k)
-    return checker.ast_checker, enums.Language.PYTHON, model
-
-
-class _Anything:
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, name):
-        return _Anything()
-
-    def __mro_entries__(self, bases):
-        return (object,)
-
-
-def _stub(name: str) -> types.ModuleType:
-    mod = types.ModuleType(name)
-    mod.__path__ = []  # a package, so submodule imports resolve to further stubs
-    mod.__getattr__ = lambda attr: type(attr, (Exception,), {}) if attr[:1].isupper() else _Anything()
-    return mod
 
 
 def load_cases(data_dir: Path | None = None) -> list[dict]:
@@ -143,43 +66,6 @@ def load_cases(data_dir: Path | None = None) -> list[dict]:
                 cases.append({"id": row["id"], "category": cat, "functions": row["function"],
                               "possible": answers[row["id"]]})
     return cases
-
-
-def render_gold(possible: list[dict], functions: list[dict] | None = None) -> list[dict]:
-    """BFCL's possible answers → concrete calls, taking for each argument the first acceptable value.
-
-    "" among the acceptable values is BFCL's "may be omitted": such an argument is left out, unless the function
-    marks it required (a few BFCL rows list "" first for a required argument), then its first non-"" value is used.
-    (Omitting is also the only way to pass rows whose answers name a parameter the schema lacks.) A dict value is
-    itself a dict of acceptable-value lists and is rendered the same way, also inside a list of dicts.
-    """
-    required = {}
-    for f in functions or []:
-        required[f["name"]] = set(f.get("parameters", {}).get("required", []))
-    calls = []
-    for entry in possible:
-        (name, params), = entry.items()
-        calls.append({"name": name, "arguments": _render_params(params, required.get(name, set()))})
-    return calls
-
-
-def _render_params(params: dict, required: set) -> dict:
-    out = {}
-    for k, acceptable in params.items():
-        values = [v for v in acceptable if v != ""]
-        if not values or ("" in acceptable and k not in required):
-            continue
-        out[k] = _render_value(values[0])
-    return out
-
-
-def _render_value(v):
-    """Nested dicts in BFCL's answers hold acceptable-value lists too (also inside lists of dicts)."""
-    if isinstance(v, dict) and v and all(isinstance(x, list) for x in v.values()):
-        return _render_params(v, set(v))
-    if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-        return [_render_value(x) for x in v]
-    return v
 
 
 def _required_arg(call: dict, possible_params: dict) -> str | None:
@@ -258,13 +144,14 @@ def hermes(blocks: list[list[dict]]) -> str:
 
 def evaluate(max_cases: int | None = None) -> dict:
     """Score every (case, corruption) with HierR and BFCL. Returns {"rows": [...], "seconds": float}."""
-    ast_checker, language, model = load_checker()
+    ast_checker, languages, model = load_checker()
+    language = languages.PYTHON
     cases = load_cases()[:max_cases]
     cfg = HierRConfig()
     rows = []
     start = time.perf_counter()
     for case in cases:
-        gold = render_gold(case["possible"], case["functions"])
+        gold = gold_calls(case["possible"], case["functions"])
         allowed = [f["name"] for f in case["functions"]]
         for kind in CORRUPTIONS:
             variant = corrupt(kind, gold, case["possible"], case["functions"])

@@ -194,14 +194,14 @@ def summarise(scored: Sequence[dict]) -> dict:
     return out
 
 
-def gold_text(case: dict) -> str:
-    """BFCL's possible answer rendered as a hermes reply: the reply a perfect model gives.
+def gold_calls(possible: list[dict], functions: Sequence[dict]) -> list[dict]:
+    """BFCL's possible answer -> concrete calls ``[{"name", "arguments"}]``: the calls a perfect model makes.
 
     Each argument takes its first acceptable value; "" among them means "may be omitted", honoured unless the
-    function requires the argument; arguments the function's schema does not have are left out. Four live answers
-    cannot pass whatever the reply (see :data:`UNSATISFIABLE`)."""
-    required = {f["name"]: set(f.get("parameters", {}).get("required", [])) for f in case["functions"]}
-    known = {f["name"]: set(f.get("parameters", {}).get("properties", {})) for f in case["functions"]}
+    function requires the argument; arguments the function's schema does not have are left out. A dict value is
+    itself a dict of acceptable-value lists and is rendered the same way, also inside a list of dicts."""
+    required = {f["name"]: set(f.get("parameters", {}).get("required", [])) for f in functions}
+    known = {f["name"]: set(f.get("parameters", {}).get("properties", {})) for f in functions}
 
     def params(p: dict, req: set, names: set | None) -> dict:
         out = {}
@@ -222,8 +222,14 @@ def gold_text(case: dict) -> str:
             return [value(x) for x in v]
         return v
 
-    calls = [{"name": n, "arguments": params(p, required.get(n, set()), known.get(n))} for entry in case["possible"]
-             for n, p in entry.items()]  # fmt: skip
+    return [{"name": n, "arguments": params(p, required.get(n, set()), known.get(n))} for entry in possible
+            for n, p in entry.items()]  # fmt: skip
+
+
+def gold_text(case: dict) -> str:
+    """The gold answer as a hermes reply (one ``<tool_call>`` block). Four live answers cannot pass whatever the
+    reply (see :data:`UNSATISFIABLE`)."""
+    calls = gold_calls(case["possible"], case["functions"])
     return "" if not calls else "<tool_call>\n" + json.dumps(calls[0] if len(calls) == 1 else calls) + "\n</tool_call>"
 
 
