@@ -25,62 +25,29 @@ from typing import Any, Optional
 import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
-from verl.utils.groupwise import as_torch_index
 
 from slca_verl import segments
-from slca_verl.core_algos import _cfg, group_zscore
+from slca_verl.core_algos import (
+    check_finite_rows,
+    estimator_settings,
+    explicit_segment_ids,
+    group_index,
+    group_zscore,
+)
 from slca_verl.reward_layout import last_index, place, register_layout
 from slca_verl.segments import TOOL
 
 logger = logging.getLogger(__name__)
 
 
-def _settings(config: Any, name: str, known: dict) -> dict:
-    """``algorithm.<name>.*`` merged over ``known`` defaults, plus verl's ``norm_adv_by_std_in_grpo``.
-
-    Raises:
-        ValueError: a key under ``algorithm.<name>`` that is not in ``known`` (a typo would silently train with the
-            default otherwise).
-    """
-    section = _cfg(config, name, {}) or {}
-    unknown = set(section.keys()) - set(known)
-    if unknown:
-        raise ValueError(f"{name}: unknown keys under algorithm.{name}: {sorted(unknown)}; known: {sorted(known)}")
-    out = {k: float(section.get(k, v)) for k, v in known.items()}
-    out["norm_adv_by_std_in_grpo"] = bool(_cfg(config, "norm_adv_by_std_in_grpo", True))
-    return out
-
-
 def _masks(
     name: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tool and summary masks, bool (bs, L), from explicit ids (argument, then the ``slca_sync`` context) or runs."""
-    if segment_ids is None:
-        segment_ids = segments.current_explicit_segment_ids()
+    segment_ids = explicit_segment_ids(name, response_mask, segment_ids)
     if segment_ids is None:
         return segments.segment_masks_from_response_mask(response_mask)
-    if segment_ids.shape != response_mask.shape:
-        raise ValueError(
-            f"{name}: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
-            f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
-        )
     return segments.segment_masks_from_ids(segment_ids, response_mask)
-
-
-def _check_finite(name: str, rewards: torch.Tensor) -> None:
-    """Raise on NaN/inf anywhere in ``rewards`` (bs, L), naming the first offending rows."""
-    bad_rows = ~torch.isfinite(rewards).all(dim=-1)  # (bs,)
-    if bool(bad_rows.any()):
-        rows = bad_rows.nonzero().flatten()[:5].tolist()
-        raise ValueError(
-            f"{name}: non-finite reward (NaN or inf) in token_level_rewards of rows {rows}; check the reward "
-            f"function's output"
-        )
-
-
-def _groups(index: np.ndarray, device) -> tuple[torch.Tensor, int]:
-    gidx = as_torch_index(index, device=device)
-    return gidx, (int(gidx.max().item()) + 1 if gidx.numel() else 0)
 
 
 def first_true(mask: torch.Tensor) -> torch.Tensor:
@@ -152,7 +119,7 @@ def compute_toolpo_advantage(
         advantages: `(torch.Tensor)` shape (bs, response_length)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
-    cfg = _settings(config, "toolpo", {"lambda_action": 1.0, "epsilon": 1e-6})
+    cfg = estimator_settings(config, "toolpo", "toolpo", {"lambda_action": 1.0, "epsilon": 1e-6})
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
         advantages = torch.zeros_like(token_level_rewards)
         return advantages, advantages
@@ -160,14 +127,14 @@ def compute_toolpo_advantage(
 
     with torch.no_grad():
         rewards = token_level_rewards.float()  # (bs, L)
-        _check_finite("toolpo", rewards)
+        check_finite_rows("toolpo", rewards)
         trained = response_mask.bool()  # (bs, L)
         first_tool, last = first_true(tool), last_true(trained)  # (bs,)
         present = tool.any(dim=-1) & (first_tool != last)  # (bs,)
         r_action = torch.where(present, rewards.gather(1, first_tool.unsqueeze(-1)).squeeze(-1), 0.0)  # (bs,)
         r_succ = rewards.sum(dim=-1) - r_action  # (bs,)
 
-        gidx, num_groups = _groups(index, rewards.device)
+        gidx, num_groups = group_index(index, rewards.device)
         eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
         everyone = torch.ones_like(present)
         a_glob = group_zscore(r_succ, everyone, gidx, num_groups, eps, norm)  # (bs,)
@@ -227,7 +194,7 @@ def compute_rltr_advantage(
         advantages: `(torch.Tensor)` shape (bs, response_length)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
-    cfg = _settings(config, "rltr", {"epsilon": 1e-6})
+    cfg = estimator_settings(config, "rltr", "rltr", {"epsilon": 1e-6})
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
         advantages = torch.zeros_like(token_level_rewards)
         return advantages, advantages
@@ -235,10 +202,10 @@ def compute_rltr_advantage(
 
     with torch.no_grad():
         rewards = token_level_rewards.float()
-        _check_finite("rltr", rewards)
+        check_finite_rows("rltr", rewards)
         tool_f = tool.float()  # (bs, L)
         r_plan = (rewards * tool_f).sum(dim=-1)  # (bs,)
-        gidx, num_groups = _groups(index, rewards.device)
+        gidx, num_groups = group_index(index, rewards.device)
         present = tool.any(dim=-1)  # (bs,)
         a_plan = group_zscore(r_plan, present, gidx, num_groups, cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"])
         advantages = (tool_f * a_plan.unsqueeze(-1)).to(token_level_rewards.dtype)  # (bs, L)

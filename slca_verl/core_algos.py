@@ -40,18 +40,66 @@ def _cfg(config: Any, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def slca_settings(config: Any) -> dict:
-    """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon}`` and verl's own
-    ``algorithm.norm_adv_by_std_in_grpo``. Unknown keys under ``algorithm.slca`` are an error (typos would
-    otherwise silently train with defaults)."""
-    slca = _cfg(config, "slca", {}) or {}
-    known = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6}
-    unknown = set(slca.keys()) - set(known)
+def estimator_settings(config: Any, estimator: str, section: str, known: dict) -> dict:
+    """``algorithm.<section>.*`` merged over the ``known`` defaults, plus verl's ``algorithm.norm_adv_by_std_in_grpo``.
+
+    Raises:
+        ValueError: a key under ``algorithm.<section>`` that is not in ``known`` (a typo would otherwise silently
+            train with the default).
+    """
+    values = _cfg(config, section, {}) or {}
+    unknown = set(values.keys()) - set(known)
     if unknown:
-        raise ValueError(f"slca_grpo: unknown keys under algorithm.slca: {sorted(unknown)}; known: {sorted(known)}")
-    out = {k: float(slca.get(k, v)) for k, v in known.items()}
+        raise ValueError(
+            f"{estimator}: unknown keys under algorithm.{section}: {sorted(unknown)}; known: {sorted(known)}"
+        )
+    out = {k: float(values.get(k, v)) for k, v in known.items()}
     out["norm_adv_by_std_in_grpo"] = bool(_cfg(config, "norm_adv_by_std_in_grpo", True))
     return out
+
+
+def slca_settings(config: Any) -> dict:
+    """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon}`` and verl's own
+    ``algorithm.norm_adv_by_std_in_grpo``."""
+    return estimator_settings(config, "slca_grpo", "slca", {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6})
+
+
+def explicit_segment_ids(
+    estimator: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
+) -> Optional[torch.Tensor]:
+    """The explicit ids an estimator should use: its ``segment_ids`` argument, else the ``slca_sync`` trainer's
+    (:func:`slca_verl.segments.current_explicit_segment_ids`), else None (segments from response_mask runs).
+
+    Raises:
+        ValueError: ids whose shape differs from response_mask's.
+    """
+    if segment_ids is None:
+        segment_ids = segments.current_explicit_segment_ids()
+    if segment_ids is not None and segment_ids.shape != response_mask.shape:
+        raise ValueError(
+            f"{estimator}: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
+            f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
+        )
+    return segment_ids
+
+
+def group_index(index: np.ndarray, device) -> tuple[torch.Tensor, int]:
+    """Group ids in [0, G) for verl's uid array, and G."""
+    gidx = as_torch_index(index, device=device)
+    return gidx, (int(gidx.max().item()) + 1 if gidx.numel() else 0)
+
+
+def check_finite_rows(estimator: str, per_row: torch.Tensor) -> None:
+    """Raise on NaN/inf in ``per_row`` (bs,) or (bs, L) values, naming the estimator and the first bad rows."""
+    bad_rows = ~torch.isfinite(per_row)
+    if bad_rows.dim() > 1:
+        bad_rows = bad_rows.any(dim=-1)
+    if bool(bad_rows.any()):
+        rows = bad_rows.nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"{estimator}: non-finite reward (NaN or inf) in token_level_rewards of rows {rows}; check the reward "
+            f"function's output"
+        )
 
 
 def group_zscore(
@@ -102,17 +150,6 @@ def _row_blocks(bs: int, L: int) -> list[tuple[int, int]]:
     thousand responses), never over samples or tokens: every operation inside a block is a whole-tensor op."""
     step = max(1, BLOCK_TOKENS // max(L, 1))
     return [(a, min(a + step, bs)) for a in range(0, bs, step)]
-
-
-def _check_finite(r_tool: torch.Tensor, r_sum: torch.Tensor) -> None:
-    """Raise on NaN/inf rewards. Both segment sums multiply the whole row, so any non-finite token shows here."""
-    bad_rows = ~(torch.isfinite(r_tool) & torch.isfinite(r_sum))  # (bs,)
-    if bool(bad_rows.any()):
-        rows = bad_rows.nonzero().flatten()[:5].tolist()
-        raise ValueError(
-            f"slca_grpo: non-finite reward (NaN or inf) in token_level_rewards of rows {rows}; check the reward "
-            f"function's output"
-        )
 
 
 def _warn_if_scalar_reward(r_tool: torch.Tensor, has_tool: torch.Tensor) -> None:
@@ -172,13 +209,7 @@ def compute_slca_grpo_advantage(
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = slca_settings(config)
-    if segment_ids is None:
-        segment_ids = segments.current_explicit_segment_ids()
-    if segment_ids is not None and segment_ids.shape != response_mask.shape:
-        raise ValueError(
-            f"slca_grpo: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
-            f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
-        )
+    segment_ids = explicit_segment_ids("slca_grpo", response_mask, segment_ids)
 
     if token_level_rewards.numel() == 0:  # no responses, or zero-length responses: nothing to credit
         advantages = torch.zeros_like(token_level_rewards)
@@ -220,11 +251,10 @@ def compute_slca_grpo_advantage(
             has_tool[a:b] = tool.amax(dim=-1) > 0
             torch.add(tool, summary, alpha=2.0, out=advantages[a:b])
 
-        _check_finite(r_tool, r_sum)
+        check_finite_rows("slca_grpo", torch.stack([r_tool, r_sum], dim=-1))  # a NaN/inf in a row reaches both
         _warn_if_scalar_reward(r_tool, has_tool)
 
-        gidx = as_torch_index(index, device=device)
-        num_groups = int(gidx.max().item()) + 1 if gidx.numel() else 0
+        gidx, num_groups = group_index(index, device)
         eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
         a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
         a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
