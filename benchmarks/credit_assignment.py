@@ -367,7 +367,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--methods", nargs="+", default=None, choices=list(METHODS))
     ap.add_argument("--sigmas", nargs="+", type=float, default=None)
     ap.add_argument("--seeds", type=int, default=None)
-    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--steps", type=int, default=None, help="updates per run (default 150; 80 with --quick)")
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--grounding", type=float, default=0.0)
     ap.add_argument("--lr", type=float, default=RunConfig.lr)
@@ -391,7 +391,7 @@ def main(argv=None) -> dict:
     methods = args.methods or [m for m in default_methods if HAVE_BASELINES or m not in ("toolpo", "rltr")]
     sigmas = args.sigmas or ([1.0] if args.quick else [0.0, 0.5, 1.0])
     seeds = args.seeds or (3 if args.quick else 5)
-    steps = args.steps or (80 if args.quick else 120)
+    steps = args.steps or (80 if args.quick else 150)
     configs = [RunConfig(method=m, sigma=s, seed=k, steps=steps, threshold=args.threshold, grounding=args.grounding,
                          lr=args.lr)
                for s in sigmas for k in range(seeds) for m in methods]  # fmt: skip
