@@ -5,7 +5,7 @@
 
 Each response holds one to four assistant turns separated by observation gaps, then padding; rewards sit on the
 last token of each turn (the layout slca_tool_agent writes). Prints the median of --repeats timed calls per
-estimator and the ratios slca_grpo / grpo_vectorized and slca_grpo / grpo.
+estimator (called in turn within each repeat) and the ratios slca_grpo / grpo_vectorized and slca_grpo / grpo.
 """
 
 import argparse
@@ -39,14 +39,18 @@ def make_inputs(bs: int, L: int, group: int = 16, seed: int = 0):
     return torch.from_numpy(rewards), torch.from_numpy(mask), index
 
 
-def time_call(fn, repeats: int) -> float:
-    fn()  # warm-up
-    samples = []
+def time_interleaved(fns: dict, repeats: int) -> dict:
+    """Median wall time per function, the functions called in turn within each repeat, so that every estimator
+    meets the same allocator and cache state (a 2-core box's timings drift between blocks of runs)."""
+    for fn in fns.values():
+        fn()  # warm-up
+    samples = {name: [] for name in fns}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(xs) for name, xs in samples.items()}
 
 
 def main():
@@ -69,9 +73,15 @@ def main():
     for L in args.L:
         for bs in args.bs:
             r, m, idx = make_inputs(bs, L)
-            t_slca = time_call(lambda: slca(token_level_rewards=r, response_mask=m, index=idx, config=None), args.repeats)
-            t_vec = time_call(lambda: vec(token_level_rewards=r, response_mask=m, index=idx), args.repeats)
-            t_loop = time_call(lambda: loop(token_level_rewards=r.clone(), response_mask=m, index=idx), args.repeats)
+            t = time_interleaved(
+                {
+                    "slca": lambda: slca(token_level_rewards=r, response_mask=m, index=idx, config=None),
+                    "vec": lambda: vec(token_level_rewards=r, response_mask=m, index=idx),
+                    "loop": lambda: loop(token_level_rewards=r.clone(), response_mask=m, index=idx),
+                },
+                args.repeats,
+            )
+            t_slca, t_vec, t_loop = t["slca"], t["vec"], t["loop"]
             print(
                 f"{bs:>6} {L:>6} {t_loop * 1e3:>10.1f} {t_vec * 1e3:>10.1f} {t_slca * 1e3:>10.1f} "
                 f"{t_slca / t_vec:>8.2f}x {t_slca / t_loop:>9.2f}x"

@@ -70,9 +70,9 @@ def fill_masks_from_last_start(
     """Split a float mask into tool and summary in place: ``summary_out`` = trained tokens from the last run's
     start on; ``mask_f`` becomes the remaining trained tokens (the tool segment).
 
-    summary[t] = mask[t] * clamp(t + 2 - start1, 0, 1)   (integers, so the clamp is an exact indicator of t+1 >= start1)
+    summary[t] = mask[t] * 1[t + 1 >= start1]     (a float-valued comparison: one op, no clamp)
     """
-    torch.sub(pos1, (start1 - 1.0).unsqueeze(-1), out=summary_out).clamp_(0.0, 1.0).mul_(mask_f)
+    torch.ge(pos1, start1.unsqueeze(-1), out=summary_out).mul_(mask_f)
     mask_f.sub_(summary_out)
 
 

@@ -261,3 +261,16 @@ def test_results_do_not_depend_on_the_cache_block_size(monkeypatch, block_tokens
     )
     torch.testing.assert_close(runs.double(), reference_slca(rewards, mask, index), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(explicit.double(), reference_slca(rewards, mask, index, ids=ids), rtol=1e-4, atol=1e-5)
+
+
+def test_a_segment_with_zero_advantage_stays_exactly_zero_beside_a_nonzero_one():
+    """Equal tool rewards and different summary rewards: tool tokens get exactly 0, not a rounding residue."""
+    mask = torch.tensor([[1, 1, 0, 1, 1]] * 3)
+    rewards = torch.zeros(3, 5)
+    rewards[:, 1] = 0.7  # the same execution reward for all three
+    rewards[:, 4] = torch.tensor([0.1, 0.35, 0.9])
+    adv, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=np.array(["g"] * 3))
+    assert torch.equal(adv[:, :3], torch.zeros(3, 3))
+    expected = torch.tensor(zscore([0.1, 0.35, 0.9]), dtype=torch.float32)
+    torch.testing.assert_close(adv[:, 3], expected)
+    torch.testing.assert_close(adv[:, 4], expected)
