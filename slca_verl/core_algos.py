@@ -11,8 +11,10 @@ Everything here is vectorised over the batch: no Python loop over samples, group
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -24,6 +26,51 @@ from slca_verl import segments
 logger = logging.getLogger(__name__)
 
 _warned_scalar_reward = False
+
+#: Per-segment statistics of a ``slca_grpo`` call, logged by the ``slca_sync`` trainer (all over the batch's rows):
+SEGMENT_METRICS = {
+    "slca/has_tool/frac": "fraction of responses with a tool segment",
+    "slca/has_summary/frac": "fraction of responses with a summary segment",
+    "slca/reward_tool/mean": "mean execution (tool-segment) reward R^tool over responses with a tool segment",
+    "slca/reward_summary/mean": "mean preference (summary-segment) reward R^sum over responses with a summary",
+    "slca/adv_tool/mean": "mean tool advantage A^tool over responses with a tool segment",
+    "slca/adv_tool/std": "its standard deviation",
+    "slca/adv_tool/zero_frac": "fraction of them whose A^tool is exactly 0 (a group with equal or < 2 tool rewards)",
+    "slca/adv_summary/mean": "mean summary advantage A^sum over responses with a summary",
+    "slca/adv_summary/std": "its standard deviation",
+    "slca/adv_summary/zero_frac": "fraction of them whose A^sum is exactly 0",
+}
+_STATS: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("slca_segment_stats", default=None)
+
+
+@contextlib.contextmanager
+def collect_segment_stats() -> Iterator[dict]:
+    """Collect :data:`SEGMENT_METRICS` of the ``slca_grpo`` call made inside the block into the yielded dict."""
+    stats: dict = {}
+    token = _STATS.set(stats)
+    try:
+        yield stats
+    finally:
+        _STATS.reset(token)
+
+
+def _masked_stats(values: torch.Tensor, present: torch.Tensor) -> tuple[float, float, float]:
+    """mean, std (population) and fraction of exact zeros of ``values[present]``; zeros when none is present."""
+    sel = values[present]
+    if sel.numel() == 0:
+        return 0.0, 0.0, 0.0
+    return float(sel.mean()), float(sel.std(unbiased=False)), float((sel == 0).float().mean())
+
+
+def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum) -> None:
+    stats = _STATS.get()
+    if stats is None:
+        return
+    for seg, r, a, has in (("tool", r_tool, a_tool, has_tool), ("summary", r_sum, a_sum, has_sum)):
+        mean, std, zero = _masked_stats(a, has)
+        stats[f"slca/has_{seg}/frac"] = float(has.float().mean()) if has.numel() else 0.0
+        stats[f"slca/reward_{seg}/mean"] = _masked_stats(r, has)[0]
+        stats[f"slca/adv_{seg}/mean"], stats[f"slca/adv_{seg}/std"], stats[f"slca/adv_{seg}/zero_frac"] = mean, std, zero
 
 
 def _cfg(config: Any, key: str, default: Any) -> Any:
@@ -258,6 +305,7 @@ def compute_slca_grpo_advantage(
         eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
         a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
         a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
+        _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum)
 
         # pass 2, per block, in place: adv = v * (h_diff + h_sum * v) with h_diff = (A_tool - A_sum) / 2 and
         # h_sum = (A_tool + A_sum) / 2, i.e. A_tool at v = 1, A_sum at v = -1, 0 at v = 0. A segment whose advantage

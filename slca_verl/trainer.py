@@ -4,6 +4,9 @@ Use it when the rollout comes from ``slca_tool_agent``, which knows which assist
 
     trainer.v1.trainer_mode=slca_sync algorithm.adv_estimator=slca_grpo
 
+It also logs ``slca_grpo``'s per-segment statistics (``slca/adv_tool/mean`` ..., see
+:data:`slca_verl.core_algos.SEGMENT_METRICS`) with the step's metrics.
+
 Without it, ``slca_grpo`` derives segments from response_mask runs (last run = summary), which mislabels an
 episode cut by a length or turn limit. Everything else is verl's ``sync`` trainer, unchanged: the mode is reset to
 "sync" before verl reads it, because verl's trainer base compares ``trainer_mode`` with the string "sync" in
@@ -19,6 +22,7 @@ from omegaconf import open_dict
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from slca_verl.core_algos import collect_segment_stats
 from slca_verl.segments import SEGMENT_IDS_FIELD, explicit_segment_ids
 
 logger = logging.getLogger(__name__)
@@ -63,5 +67,7 @@ class SLCASyncTrainer(PPOTrainerSync):
                 sorted(SEGMENT_AWARE_ESTIMATORS),
             )
             return super()._compute_advantage(batch, metrics)
-        with explicit_segment_ids(self._fetch_segment_ids(batch)):
-            return super()._compute_advantage(batch, metrics)
+        with explicit_segment_ids(self._fetch_segment_ids(batch)), collect_segment_stats() as stats:
+            batch = super()._compute_advantage(batch, metrics)
+        metrics.update(stats)  # slca_grpo's per-segment statistics (core_algos.SEGMENT_METRICS); {} for the others
+        return batch

@@ -274,3 +274,25 @@ def test_a_segment_with_zero_advantage_stays_exactly_zero_beside_a_nonzero_one()
     expected = torch.tensor(zscore([0.1, 0.35, 0.9]), dtype=torch.float32)
     torch.testing.assert_close(adv[:, 3], expected)
     torch.testing.assert_close(adv[:, 4], expected)
+
+
+def test_segment_statistics_are_collected_when_asked(two_groups):
+    rewards, mask, index = two_groups
+    with core_algos.collect_segment_stats() as stats:
+        compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert set(stats) == set(core_algos.SEGMENT_METRICS)
+    # tool segments: rows 0, 1 (group a) and 3 (alone in group b -> advantage 0)
+    assert stats["slca/has_tool/frac"] == pytest.approx(3 / 5)
+    assert stats["slca/reward_tool/mean"] == pytest.approx((0.6 + 0.2 + 0.4) / 3)
+    assert stats["slca/adv_tool/mean"] == pytest.approx(0.0, abs=1e-6)
+    assert stats["slca/adv_tool/zero_frac"] == pytest.approx(1 / 3)
+    # summaries: rows 0-3 (row 4 is empty)
+    assert stats["slca/has_summary/frac"] == pytest.approx(4 / 5)
+    assert stats["slca/reward_summary/mean"] == pytest.approx((0.4 + 0.9 + 0.5 + 1.0) / 4)
+    z = zscore([0.4, 0.9, 0.5])
+    assert stats["slca/adv_summary/std"] == pytest.approx(math.sqrt(sum(x * x for x in z) / 4), rel=1e-5)
+    # outside the block nothing is collected
+    with core_algos.collect_segment_stats() as other:
+        pass
+    compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert other == {}

@@ -204,8 +204,12 @@ def test_slca_sync_trainer_hands_explicit_segment_ids_to_the_estimator(transfer_
     ids[cut] = torch.where(ids[cut] == segments.SUMMARY, torch.tensor(segments.TOOL, dtype=torch.int8), ids[cut])
     meta = put_rows(transfer_queue, rewards, mask, index, ids=ids, tag="explicit")
     cfg = compose_ppo("algorithm.adv_estimator=slca_grpo", "trainer.v1.trainer_mode=slca_sync")
-    bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics={})
+    metrics = {}
+    bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics=metrics)
     adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 40)
+    # the step's metrics carry slca_grpo's per-segment statistics, from the explicit ids
+    has_summary = (ids == segments.SUMMARY).any(-1).float().mean().item()
+    assert metrics["slca/has_summary/frac"] == pytest.approx(has_summary)
     expected = reference_slca(rewards, mask, index, ids=ids)
     torch.testing.assert_close(adv.double(), expected, rtol=1e-4, atol=1e-5)
     # and it differs from what response_mask runs alone would give
