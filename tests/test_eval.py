@@ -214,3 +214,13 @@ def test_plots_skip_a_figure_whose_keys_no_run_logged(tmp_path):
     drawn = plots.plot({"run": plots.load_metrics(str(log))}, str(tmp_path / "p"))
     assert drawn == {"reward": ["critic/score/mean"]}
     assert not (tmp_path / "p" / "tool_calls.png").exists()
+
+
+def test_the_advantage_plot_uses_the_segment_metrics_slca_sync_logs():
+    from slca_verl.core_algos import SEGMENT_METRICS
+    from slca_verl.eval import plots
+
+    series = {key: [(1, 0.0)] for key in SEGMENT_METRICS} | {"critic/advantages/mean": [(1, 0.0)]}
+    tool_patterns, summary_patterns, _ = plots.FIGURES["advantages"][2]
+    assert plots.pick(series, tool_patterns) == "slca/adv_tool/mean"
+    assert plots.pick(series, summary_patterns) == "slca/adv_summary/mean"
