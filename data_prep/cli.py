@@ -66,3 +66,8 @@ def main_for(source: str, description: str, make_convert: Callable[[argparse.Nam
     else:
         records, notes = read_records(args.input), {}
     return run(source, str(args.input), records, make_convert(args), options_from_args(args), notes=notes)
+
+
+def simple_main(source: str, description: str, convert: ConvertFn, argv: Sequence[str] | None = None) -> Report:
+    """The CLI of a source whose conversion takes no options of its own."""
+    return main_for(source, description, lambda args: convert, argv)

@@ -13,11 +13,10 @@ names is rejected as ``gold_not_nested``: the parallel term of HierR needs the s
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any, Iterable, Sequence
 
-from data_prep.cli import main_for
+from data_prep.cli import simple_main
 from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
@@ -83,12 +82,8 @@ def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
     )]
 
 
-def _make_convert(args: argparse.Namespace):
-    return convert_record
-
-
 def main(argv: Sequence[str] | None = None):
-    return main_for(SOURCE, __doc__.splitlines()[0], _make_convert, argv)
+    return simple_main(SOURCE, __doc__.splitlines()[0], convert_record, argv)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ are one step of parallel calls, so each record gives one row with ``gold_tool_ca
 
 from __future__ import annotations
 
-import argparse
 from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_json_calls
-from data_prep.cli import main_for
+from data_prep.cli import simple_main
 from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
@@ -44,12 +43,8 @@ def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
     )]
 
 
-def _make_convert(args: argparse.Namespace):
-    return convert_record
-
-
 def main(argv: Sequence[str] | None = None):
-    return main_for(SOURCE, __doc__.splitlines()[0], _make_convert, argv)
+    return simple_main(SOURCE, __doc__.splitlines()[0], convert_record, argv)
 
 
 if __name__ == "__main__":
