@@ -1,6 +1,13 @@
 # Shared by serve_sgls.sh and serve_judge.sh (sourced, not run): start `vllm serve` replicas, wait for /health,
 # publish their base URLs in one comma-separated file the training recipes read.
 
+# Settings shared by both services (each script sets its own model, port and GPUs before sourcing this file).
+HOST=${HOST:-0.0.0.0}
+ADVERTISE_HOST=${ADVERTISE_HOST:-$(hostname -I 2>/dev/null | awk '{print $1}')}
+ADVERTISE_HOST=${ADVERTISE_HOST:-127.0.0.1}
+SERVICES_DIR=${SERVICES_DIR:-${HOME}/.cache/slca_verl/services}
+HEALTH_TIMEOUT_S=${HEALTH_TIMEOUT_S:-1800}
+
 # start_replicas NAME MODEL SERVED_NAME PORT REPLICAS GPUS_PER_REPLICA [extra vllm args...]
 # Replica i listens on PORT+i and gets GPUs [i*GPUS_PER_REPLICA, (i+1)*GPUS_PER_REPLICA) of this node.
 start_replicas() {
@@ -39,4 +46,10 @@ publish() {
   local IFS=,
   echo "${URLS[*]}" > "${SERVICES_DIR}/$1_urls"
   echo "${URLS[*]}"
+}
+
+# serve_until_stopped: with DETACH=1 return now and leave the replicas running, else keep them until killed
+serve_until_stopped() {
+  if [[ "${DETACH:-0}" == 1 ]]; then trap - EXIT INT TERM; exit 0; fi
+  wait
 }

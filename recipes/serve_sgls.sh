@@ -16,16 +16,10 @@ PORT=${PORT:-8000}
 REPLICAS=${REPLICAS:-1}
 GPUS_PER_REPLICA=${GPUS_PER_REPLICA:-8}
 MAX_MODEL_LEN=${MAX_MODEL_LEN:-32768}
-HOST=${HOST:-0.0.0.0}
-ADVERTISE_HOST=${ADVERTISE_HOST:-$(hostname -I 2>/dev/null | awk '{print $1}')}
-ADVERTISE_HOST=${ADVERTISE_HOST:-127.0.0.1}
-SERVICES_DIR=${SERVICES_DIR:-${HOME}/.cache/slca_verl/services}
-HEALTH_TIMEOUT_S=${HEALTH_TIMEOUT_S:-1800}
 source "${RECIPES_DIR}/serve_lib.sh"
 
 start_replicas sgls "${SGLS_MODEL_PATH}" "${SGLS_MODEL}" "${PORT}" "${REPLICAS}" "${GPUS_PER_REPLICA}" \
   --max-model-len "${MAX_MODEL_LEN}" --enable-prefix-caching --gpu-memory-utilization 0.9 "$@"
 wait_healthy "${HEALTH_TIMEOUT_S}"
 publish sgls
-if [[ "${DETACH:-0}" == 1 ]]; then trap - EXIT INT TERM; exit 0; fi
-wait
+serve_until_stopped
