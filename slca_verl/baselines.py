@@ -34,7 +34,7 @@ from slca_verl.core_algos import (
     group_index,
     group_zscore,
 )
-from slca_verl.reward_layout import last_index, place, register_layout
+from slca_verl.reward_layout import first_index, last_index, place, register_layout
 from slca_verl.segments import TOOL
 
 logger = logging.getLogger(__name__)
@@ -75,8 +75,7 @@ def toolpo_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor
     """
     rm = torch.zeros(len(segment_ids), dtype=torch.float32)
     last = last_index(segment_ids)
-    first_tool = (segment_ids == TOOL).nonzero()
-    first_tool = int(first_tool[0]) if len(first_tool) else None
+    first_tool = first_index(segment_ids, TOOL)
     dropped = place(rm, last, reward["toolpo_success"])
     if first_tool is None or first_tool == last:
         return rm, dropped + float(reward["toolpo_action"])
@@ -158,8 +157,7 @@ def rltr_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, 
     last turn read as a summary.
     """
     rm = torch.zeros(len(segment_ids), dtype=torch.float32)
-    first_tool = (segment_ids == TOOL).nonzero()
-    return rm, place(rm, int(first_tool[0]) if len(first_tool) else None, reward["rltr_total"])
+    return rm, place(rm, first_index(segment_ids, TOOL), reward["rltr_total"])
 
 
 @register_adv_est("rltr")

@@ -53,10 +53,19 @@ def get_layout(name: str) -> LayoutFn:
         raise ValueError(f"unknown reward layout '{name}'; registered: {sorted(LAYOUT_REGISTRY)}") from None
 
 
+def _hits(segment_ids: torch.Tensor, value: int | None) -> torch.Tensor:
+    return ((segment_ids != 0) if value is None else (segment_ids == value)).nonzero()
+
+
+def first_index(segment_ids: torch.Tensor, value: int | None = None) -> int | None:
+    """Index of the first token with id ``value`` (or of the first trained token when None); None if absent."""
+    idx = _hits(segment_ids, value)
+    return int(idx[0]) if len(idx) else None
+
+
 def last_index(segment_ids: torch.Tensor, value: int | None = None) -> int | None:
     """Index of the last token with id ``value`` (or of the last trained token when None); None if absent."""
-    hits = (segment_ids != 0) if value is None else (segment_ids == value)
-    idx = hits.nonzero()
+    idx = _hits(segment_ids, value)
     return int(idx[-1]) if len(idx) else None
 
 
