@@ -112,8 +112,12 @@ def parse_glaive_call(text: str) -> dict:
     return normalize_call(obj)
 
 
-def _split_calls(text: str) -> list[str]:
-    """``f(a=1), g(b=[1, 2])`` -> ["f(a=1)", "g(b=[1, 2])"], splitting on commas at depth 0 outside strings."""
+def split_top_level(text: str, sep: str = ",", *, strict: bool = False) -> list[str]:
+    """Split ``text`` on ``sep`` outside brackets and quotes (backslash escapes honoured), stripping each part:
+    ``"Dict[str, int], optional"`` -> ["Dict[str, int]", "optional"]; ``'f(a=1), g(b=[1, 2])'`` -> two calls.
+
+    With ``strict``, unbalanced brackets or quotes raise :class:`CallParseError`.
+    """
     parts, depth, quote, escape, start = [], 0, None, False, 0
     for i, ch in enumerate(text):
         if quote:
@@ -130,15 +134,20 @@ def _split_calls(text: str) -> list[str]:
             depth += 1
         elif ch in ")]}":
             depth -= 1
-            if depth < 0:
+            if depth < 0 and strict:
                 raise CallParseError("unbalanced brackets in python-style calls")
-        elif ch == "," and depth == 0:
+        elif ch == sep and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1
-    if depth != 0 or quote:
+    if strict and (depth != 0 or quote):
         raise CallParseError("unbalanced brackets or quotes in python-style calls")
     parts.append(text[start:].strip())
-    return [p for p in parts if p]
+    return parts
+
+
+def _split_calls(text: str) -> list[str]:
+    """``f(a=1), g(b=[1, 2])`` -> ["f(a=1)", "g(b=[1, 2])"]; empty parts dropped, imbalance is an error."""
+    return [p for p in split_top_level(text, strict=True) if p]
 
 
 def parse_python_calls(text: str) -> list[dict]:

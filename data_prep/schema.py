@@ -25,6 +25,8 @@ from typing import Any
 import jsonschema
 from jsonschema.validators import validator_for
 
+from data_prep.calls import split_top_level
+
 __all__ = [
     "SchemaError",
     "type_to_schema",
@@ -66,30 +68,6 @@ class SchemaError(ValueError):
         self.detail = detail
 
 
-def _split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split ``text`` on ``sep`` outside brackets and quotes: ``"Dict[str, int], optional"`` -> 2 parts."""
-    parts, depth, quote, buf = [], 0, None, []
-    for ch in text:
-        if quote:
-            buf.append(ch)
-            if ch == quote:
-                quote = None
-            continue
-        if ch in "'\"":
-            quote = ch
-        elif ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append("".join(buf).strip())
-            buf = []
-            continue
-        buf.append(ch)
-    parts.append("".join(buf).strip())
-    return parts
-
-
 def _literal_values(args: list[str]) -> list[Any]:
     values = []
     for a in args:
@@ -110,7 +88,7 @@ def _parse_type_string(text: str) -> tuple[str, bool]:
 
 def _type_string_to_schema(text: str) -> tuple[dict, bool]:
     raw = text.strip()
-    parts = _split_top_level(raw)
+    parts = split_top_level(raw)
     head, modifiers = parts[0], [p.lower() for p in parts[1:]]
     optional = any(m.startswith("optional") or m.startswith("default") for m in modifiers)
     if len(parts) > 1 and not optional:
@@ -140,7 +118,7 @@ def _head_to_schema(head: str) -> tuple[dict, bool]:
         raise SchemaError("tool_schema_unknown_type", f"cannot parse type {head!r}")
     name, inner = m.group(1), m.group(2)
     key = name.lower().rsplit(".", 1)[-1]  # typing.List, datetime.date
-    args = _split_top_level(inner) if inner is not None and inner.strip() else []
+    args = split_top_level(inner) if inner is not None and inner.strip() else []
     if key == "optional":
         if len(args) != 1:
             raise SchemaError("tool_schema_unknown_type", f"Optional takes one argument: {head!r}")
