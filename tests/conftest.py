@@ -2,7 +2,10 @@
 
 import functools
 import importlib.util
+import json
 import os
+import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,3 +71,22 @@ def make_batch(seed: int, bs: int, L: int, max_turns: int = 4, group_size: int =
         rewards = torch.rand(bs, L, generator=g) * mask
     index = np.array([f"q{i // group_size}" for i in range(bs)], dtype=object)
     return rewards, mask, index
+
+
+VLLM_URL_FILE = Path(__file__).resolve().parents[1] / ".vllm_cpu_url"
+
+
+@pytest.fixture(scope="session")
+def vllm():
+    """``(base_url, served model name)`` of the real vLLM CPU server of the integration tier: ``.vllm_cpu_url`` at the
+    repo root, written by ``scripts/vllm_cpu_serve.sh``. Absent -> skip; present but not answering -> failure."""
+    if not VLLM_URL_FILE.exists():
+        pytest.skip("no vLLM CPU server: run scripts/vllm_cpu_setup.sh && scripts/vllm_cpu_serve.sh (writes .vllm_cpu_url)")
+    url = VLLM_URL_FILE.read_text().strip().splitlines()[0].rstrip("/")
+    url = url if url.endswith("/v1") else url + "/v1"
+    try:
+        with urllib.request.urlopen(url + "/models", timeout=10) as r:
+            model = json.load(r)["data"][0]["id"]
+    except OSError as e:
+        pytest.fail(f".vllm_cpu_url names {url} but the server does not answer ({e}); restart it or remove the file")
+    return url, model

@@ -9,45 +9,23 @@ contract — every reply becomes a rating or a counted failure scored 0, never a
 """
 
 import asyncio
-import json
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from slca_verl.rewards import LLMJudge, compute_score, score_trajectory
 from slca_verl.sgls.client import ChatClient
 
-URL_FILE = Path(__file__).resolve().parents[2] / ".vllm_cpu_url"
-
-pytestmark = pytest.mark.skipif(
-    not URL_FILE.exists(),
-    reason=f"no real vLLM CPU server: {URL_FILE.name} is absent (run scripts/vllm_cpu_serve.sh to create it)",
-)
-
 GT = {"allowed_tools": ["weather"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
       "question_content": "Weather in Paris?"}
 CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>'
-
-
-@pytest.fixture(scope="module")
-def server():
-    base = URL_FILE.read_text().strip().splitlines()[0].rstrip("/")
-    base = base if base.endswith("/v1") else base + "/v1"
-    try:
-        with urllib.request.urlopen(base + "/models", timeout=10) as resp:
-            model = json.load(resp)["data"][0]["id"]
-    except OSError as e:
-        pytest.skip(f"{URL_FILE.name} names {base}, but the server does not answer: {e}")
-    return base, model
 
 
 def replies(n):
     return [f"It is {20 + i} degrees and sunny in Paris today (reply {i})." for i in range(n)]
 
 
-def test_garbage_from_a_random_model_becomes_ratings_or_counted_failures(server):
-    base, model = server
+def test_garbage_from_a_random_model_becomes_ratings_or_counted_failures(vllm):
+    base, model = vllm
 
     async def main():
         client = ChatClient(base, model, timeout_s=60, max_retries=1, max_concurrency=8)
@@ -71,8 +49,8 @@ def test_garbage_from_a_random_model_becomes_ratings_or_counted_failures(server)
     assert metrics["client/successes"] == 8  # the transport worked; only the content was bad
 
 
-def test_structured_output_on_vllm_is_parsed_or_counted(server):
-    base, model = server
+def test_structured_output_on_vllm_is_parsed_or_counted(vllm):
+    base, model = vllm
 
     async def main():
         client = ChatClient(base, model, timeout_s=60, max_retries=1)
@@ -86,8 +64,8 @@ def test_structured_output_on_vllm_is_parsed_or_counted(server):
     assert metrics["ratings"] + metrics["failures"] == 3
 
 
-def test_compute_score_reaches_the_server_through_reward_kwargs(server):
-    base, model = server
+def test_compute_score_reaches_the_server_through_reward_kwargs(vllm):
+    base, model = vllm
     decoded = CALL + '\nuser\n<tool_response>\n{"temp_c": 21}\n</tool_response>\nassistant\n' + replies(1)[0]
     out = asyncio.run(compute_score("toucan", decoded, GT, {}, judge="llm", judge_base_urls=[base],
                                     judge_model=model, judge_max_tokens=32, judge_timeout_s=60))

@@ -9,16 +9,14 @@ works, and every unusable reply ends as a clear simulator error (never an except
 
 import asyncio
 import json
-import socket
-import urllib.request
-from pathlib import Path
 
 import pytest
+
+from sgls_helpers import dead_url
 
 from slca_verl.sgls.client import ChatClient, ChatClientError
 from slca_verl.sgls.simulator import Simulator
 
-URL_FILE = Path(__file__).resolve().parents[2] / ".vllm_cpu_url"
 SCHEMA = {
     "type": "object",
     "properties": {"order_id": {"type": "integer"}, "status": {"type": "string", "enum": ["open", "shipped"]}},
@@ -37,27 +35,6 @@ TOOLS = [
     },
     {"type": "function", "function": {"name": "ping", "description": "Ping", "parameters": {"type": "object", "properties": {}}}},
 ]
-
-
-@pytest.fixture(scope="module")
-def vllm():
-    if not URL_FILE.exists():
-        pytest.skip("no vLLM CPU server: run scripts/vllm_cpu_setup.sh && scripts/vllm_cpu_serve.sh (writes .vllm_cpu_url)")
-    url = URL_FILE.read_text().strip()
-    try:
-        with urllib.request.urlopen(url + "/models", timeout=10) as r:
-            model = json.load(r)["data"][0]["id"]
-    except OSError as e:
-        pytest.fail(f".vllm_cpu_url names {url} but the server does not answer ({e}); restart it or remove the file")
-    return url, model
-
-
-def _dead_url():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"http://127.0.0.1:{port}/v1"
 
 
 def test_plain_chat_completion_round_trips(vllm):
@@ -130,7 +107,7 @@ def test_simulator_on_vllm_never_raises_and_keeps_group_answers_consistent(vllm)
     sim = Simulator(
         {
             "backend": "openai",
-            "base_urls": [_dead_url(), url],  # one dead replica: failover must hide it
+            "base_urls": [dead_url(), url],  # one dead replica: failover must hide it
             "model": model,
             "max_tokens": 96,
             "timeout_s": 120,
