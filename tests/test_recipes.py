@@ -103,6 +103,44 @@ def test_the_7b_slca_recipe_carries_the_papers_settings(composed):
     assert (cfg.algorithm.slca.lambda_tool, cfg.algorithm.slca.lambda_sum) == (1.0, 1.0)
 
 
+def test_the_7b_slca_recipe_carries_the_authors_launcher_settings(composed):
+    args, cfg, _ = composed["run_qwen7b_slca.sh"]
+    overrides = as_dict(args)
+    rollout, trainer = cfg.actor_rollout_ref.rollout, cfg.trainer
+    # tool responses: 2,048 characters (verl counts characters), cut in the middle, in verl's config and in the run's
+    # agent loop YAML (whose keyword arguments win over rollout.multi_turn)
+    assert overrides["actor_rollout_ref.rollout.multi_turn.max_tool_response_length"] == "2048"
+    assert rollout.multi_turn.max_tool_response_length == 2048
+    (entry,) = yaml.safe_load(open(rollout.agent.agent_loop_config_path))
+    assert (entry["max_tool_response_length"], entry["tool_response_truncate_side"]) == (2048, "middle")
+    assert (entry["max_assistant_turns"], entry["max_user_turns"], entry["max_parallel_calls"]) == (10, 6, 20)
+    # vLLM engine settings
+    assert rollout.gpu_memory_utilization == 0.82
+    assert rollout.enable_prefix_caching and rollout.enable_chunked_prefill
+    assert rollout.enforce_eager and rollout.free_cache_engine
+    assert (rollout.max_model_len, rollout.max_num_seqs, rollout.tensor_model_parallel_size) == (32768, 32, 1)
+    assert rollout.log_prob_micro_batch_size_per_gpu == 128
+    assert cfg.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 128
+    assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 1
+    # checkpoints and resuming
+    assert (trainer.max_actor_ckpt_to_keep, trainer.max_critic_ckpt_to_keep) == (8, 8)
+    assert trainer.resume_mode == "auto" and trainer.resume_from_path is None
+    assert (trainer.save_freq, trainer.test_freq, trainer.val_before_train) == (10, 10, True)
+    # the judge: the authors' per-request timeout and retries, room for gpt-oss's reasoning
+    kwargs = cfg.reward.custom_reward_function.reward_kwargs
+    assert (kwargs.judge_timeout_s, kwargs.judge_max_retries, kwargs.judge_max_tokens) == (540, 3, 8192)
+
+
+def test_the_recipes_multi_turn_limits_reach_the_run_agent_loop_yaml(tmp_path):
+    args = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path), MAX_TOOL_RESPONSE_CHARS="4096",
+                               MAX_ASSISTANT_TURNS="3", RESUME_MODE="resume_path",
+                               RESUME_FROM_PATH="/ckpt/global_step_20"))  # fmt: skip
+    (entry,) = yaml.safe_load(open(args["actor_rollout_ref.rollout.agent.agent_loop_config_path"]))
+    assert (entry["max_tool_response_length"], entry["max_assistant_turns"]) == (4096, 3)
+    assert args["actor_rollout_ref.rollout.multi_turn.max_tool_response_length"] == "4096"
+    assert (args["trainer.resume_mode"], args["trainer.resume_from_path"]) == ("resume_path", "/ckpt/global_step_20")
+
+
 @pytest.mark.parametrize("baseline", ["run_qwen7b_grpo.sh", "run_qwen7b_toolpo.sh", "run_qwen7b_rltr.sh",
                                       "run_qwen7b_gdpo.sh"])  # fmt: skip
 def test_a_baseline_differs_from_the_slca_run_only_where_its_estimator_needs_it(composed, baseline):
