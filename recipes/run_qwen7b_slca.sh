@@ -122,7 +122,7 @@ USE_V1=true
 case "${ADV_ESTIMATOR}" in
   slca_grpo) REWARD_LAYOUT=slca;   TRAINER_MODE=slca_sync
              ESTIMATOR_ARGS=(+algorithm.slca.lambda_tool="${LAMBDA_TOOL}" +algorithm.slca.lambda_sum="${LAMBDA_SUM}") ;;
-  grpo)      REWARD_LAYOUT=scalar; TRAINER_MODE=sync; ESTIMATOR_ARGS=() ;;
+  grpo)      REWARD_LAYOUT=scalar; TRAINER_MODE=slca_sync; ESTIMATOR_ARGS=() ;;   # verl's sync trainer + reward metrics
   toolpo)    REWARD_LAYOUT=toolpo; TRAINER_MODE=slca_sync
              ESTIMATOR_ARGS=(+algorithm.toolpo.lambda_action="${LAMBDA_ACTION}") ;;
   rltr)      REWARD_LAYOUT=rltr;   TRAINER_MODE=slca_sync; ESTIMATOR_ARGS=() ;;
@@ -133,9 +133,9 @@ case "${ADV_ESTIMATOR}" in
 esac
 
 # the run's agent loop YAML: this estimator's reward layout, SGLS pointed at the simulator servers
-case "${DRY_RUN:-0}" in       # a dry run writes nothing into the checkout: its agent-loop YAML goes to a temp dir
-  0|false) RUN_CONFIG_DIR=${RUN_CONFIG_DIR:-${OUTPUT_DIR}/config} ;;
-  *) RUN_CONFIG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/slca_dry_run.XXXXXX"); trap 'rm -rf "${RUN_CONFIG_DIR}"' EXIT ;;
+case "${DRY_RUN:-0}" in       # DRY_RUN=1 writes nothing into the checkout: its agent-loop YAML goes to a temp dir
+  1|true) RUN_CONFIG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/slca_dry_run.XXXXXX"); trap 'rm -rf "${RUN_CONFIG_DIR}"' EXIT ;;
+  *) RUN_CONFIG_DIR=${RUN_CONFIG_DIR:-${OUTPUT_DIR}/config} ;;   # (DRY_RUN=args: the caller's OUTPUT_DIR)
 esac
 AGENT_LOOP_CONFIG=${RUN_CONFIG_DIR}/agent_loop.yaml
 python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --source "${SLCA_CONFIG_DIR}/agent_loop.yaml" \

@@ -39,6 +39,8 @@ SEGMENT_METRICS = {
     "slca/adv_summary/mean": "mean summary advantage A^sum over responses with a summary",
     "slca/adv_summary/std": "its standard deviation",
     "slca/adv_summary/zero_frac": "fraction of them whose A^sum is exactly 0",
+    "slca/tool_tokens/mean": "tool-segment tokens per response, as the estimator received them",
+    "slca/summary_tokens/mean": "summary-segment tokens per response, as the estimator received them",
 }
 _STATS: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("slca_segment_stats", default=None)
 
@@ -62,10 +64,12 @@ def _masked_stats(values: torch.Tensor, present: torch.Tensor) -> tuple[float, f
     return float(sel.mean()), float(sel.std(unbiased=False)), float((sel == 0).float().mean())
 
 
-def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum) -> None:
+def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum) -> None:
     stats = _STATS.get()
     if stats is None:
         return
+    stats["slca/tool_tokens/mean"] = float(n_tool.mean()) if n_tool.numel() else 0.0
+    stats["slca/summary_tokens/mean"] = float(n_sum.mean()) if n_sum.numel() else 0.0
     for seg, r, a, has in (("tool", r_tool, a_tool, has_tool), ("summary", r_sum, a_sum, has_sum)):
         mean, std, zero = _masked_stats(a, has)
         stats[f"slca/has_{seg}/frac"] = float(has.float().mean()) if has.numel() else 0.0
@@ -271,6 +275,9 @@ def compute_slca_grpo_advantage(
         r_sum = torch.empty_like(r_tool)
         has_tool = torch.empty(bs, dtype=torch.bool, device=device)
         has_sum = torch.empty_like(has_tool)
+        want_stats = _STATS.get() is not None  # token counts only for the slca_sync metrics
+        n_tool = torch.zeros(bs if want_stats else 0, dtype=torch.float32, device=device)
+        n_sum = torch.zeros_like(n_tool)
 
         blocks = _row_blocks(bs, L)
         step = blocks[0][1] if blocks else 0
@@ -296,6 +303,8 @@ def compute_slca_grpo_advantage(
             r_tool[a:b] = torch.mul(rewards[a:b], tool, out=prod).sum(dim=-1)
             r_sum[a:b] = torch.mul(rewards[a:b], summary, out=prod).sum(dim=-1)
             has_tool[a:b] = tool.amax(dim=-1) > 0
+            if want_stats:
+                n_tool[a:b], n_sum[a:b] = tool.sum(dim=-1), summary.sum(dim=-1)
             torch.sub(tool, summary, out=advantages[a:b])
 
         check_finite_rows("slca_grpo", torch.stack([r_tool, r_sum], dim=-1))  # a NaN/inf in a row reaches both
@@ -305,7 +314,7 @@ def compute_slca_grpo_advantage(
         eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
         a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
         a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
-        _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum)
+        _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum)
 
         # pass 2, per block, in place: adv = v * (h_diff + h_sum * v) with h_diff = (A_tool - A_sum) / 2 and
         # h_sum = (A_tool + A_sum) / 2, i.e. A_tool at v = 1, A_sum at v = -1, 0 at v = 0. A segment whose advantage

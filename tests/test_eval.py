@@ -183,6 +183,7 @@ def test_plots_draw_each_figure_from_verl_file_logger_records(tmp_path):
     recs = [{"step": s, "data": {"critic/score/mean": 0.1 * s, "reward/r_tool/mean": 0.5, "reward/r_sum/mean": 0.2,
                                  "critic/advantages/mean": 0.0, "critic/advantages/max": 1.0,
                                  "critic/advantages/min": -1.0, "agent_tool_calls/mean": 2.0,
+                                 "reward_extra/name_f1/mean": 0.1 * s, "reward_extra/value/mean": 0.05 * s,
                                  "response_length/mean": 300.0 + s, "timing/step": "n/a"}} for s in range(1, 5)]  # fmt: skip
     log.write_text("\n".join(json.dumps(r) for r in recs))
     assert plots.main(["--metrics", str(log), "--labels", "slca", "--out_dir", str(tmp_path / "p")]) == 0

@@ -73,6 +73,8 @@ METRIC_KEYS = (
     "dropped_calls",  # parallel calls beyond max_parallel_calls (not executed)
     "has_summary",  # 1 when the episode ends on a turn without a tool call
     "has_tool_segment",  # 1 when some trained turn made a tool call
+    "tool_tokens",  # trained tokens labelled TOOL in slca_segment_ids
+    "summary_tokens",  # trained tokens labelled SUMMARY in slca_segment_ids
 )
 
 _STATE: contextvars.ContextVar[_Trajectory | None] = contextvars.ContextVar("slca_trajectory", default=None)
@@ -322,6 +324,8 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         counts["turns"] = len(texts)
         counts["has_summary"] = int(SUMMARY in segment_ids)
         counts["has_tool_segment"] = int(TOOL in segment_ids)
+        counts["tool_tokens"] = sum(1 for s in segment_ids if s == TOOL)
+        counts["summary_tokens"] = sum(1 for s in segment_ids if s == SUMMARY)
         extra = dict(output.extra_fields)
         extra["slca_trajectory"] = {"assistant_texts": texts, "tool_responses": list(traj.tool_responses)}
         extra["slca_agent_metrics"] = dict(counts)

@@ -9,6 +9,8 @@ Figures (a figure is skipped, and listed in the log, when no run logged any of i
     exec_vs_pref.png    execution reward r_tool vs preference reward r_sum (HierR's reward keys, batch means)
     advantages.png      per-segment advantage statistics (``*adv*tool*`` / ``*adv*sum*`` keys), else verl's overall
                         ``critic/advantages/{mean,max,min}``
+    tool_accuracy.png   tool-name F1, argument-value accuracy and Success@tau (HierR's ``name_f1``, ``value``,
+                        ``success``; logged as ``reward_extra/*/mean`` by the slca_sync trainer)
     tool_calls.png      tool calls per episode (the agent loop's ``tool_calls`` or HierR's ``num_calls``)
     response_length.png ``response_length/mean``
 """
@@ -34,6 +36,8 @@ FIGURES = {
                    [[r"adv\w*[/_]tool\w*/mean$", r"^critic/advantages/mean$"],
                     [r"adv\w*[/_]sum\w*/mean$", r"^critic/advantages/max$"],
                     [r"^critic/advantages/min$"]]),
+    "tool_accuracy": ("Tool accuracy", "fraction",
+                      [[r"(^|/)name_f1(/mean)?$"], [r"(^|/)value(/mean)?$"], [r"(^|/)success(/mean)?$"]]),
     "tool_calls": ("Tool calls per episode", "calls",
                    [[r"(^|/)agent_tool_calls(/mean)?$", r"(^|/)tool_calls(/mean)?$", r"(^|/)num_calls(/mean)?$"]]),
     "response_length": ("Response length", "tokens", [[r"^response_length/mean$"]]),
