@@ -15,7 +15,7 @@
 # The tiny model is built on first use and cached in TINY_DIR (keyed by SEED): a random Qwen3 (hidden 64, 2 layers)
 # with the real Qwen3 tokenizer, warmed up on gold episodes of the bundled sample (slca_verl/cpu/tiny_model.py).
 # Output in OUTPUT_DIR: metrics.jsonl (verl's file logger), plots/, and the FSDP checkpoint of the last step.
-set -euo pipefail
+set -xeuo pipefail
 
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
@@ -25,8 +25,10 @@ SEED=${SEED:-0}
 CACHE_DIR=${CACHE_DIR:-${HOME}/.cache/slca_verl}
 WARMUP_STEPS=${WARMUP_STEPS:-100}
 WARMUP_LR=${WARMUP_LR:-1e-2}
-TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_seed${SEED}_warm${WARMUP_STEPS}}
 SAMPLE=${SAMPLE:-${REPO_ROOT}/examples/data/quickstart_xlam.json}
+# the cache key: seed, warm-up budget, and the builder and sample contents (a changed builder rebuilds)
+BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" | sha1sum | cut -c1-10)
+TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
 
 build_tiny() {  # data + model, once per TINY_DIR

@@ -24,6 +24,7 @@ RL_RECIPES = {
     "run_qwen7b_gdpo.sh": "gdpo",
     "run_qwen3b_slca.sh": "slca_grpo",
     "run_smoke_1gpu.sh": "slca_grpo",
+    "run_cpu_tiny_slca.sh": "slca_grpo",
 }
 EXPECTED_LAYOUT = {"slca_grpo": "slca", "grpo": "scalar", "toolpo": "toolpo", "rltr": "rltr", "gdpo": "scalar"}
 
@@ -295,3 +296,37 @@ def test_the_in_domain_eval_command_composes_a_validation_only_run(tmp_path):
     cfg, _ = compose_check.check(compose_check.PPO, args)
     assert cfg.trainer.val_only is True and cfg.trainer.validation_data_dir == str(tmp_path / "ev" / "val_generations")
     assert cfg.actor_rollout_ref.model.path == str(tmp_path / "ckpt" / "global_step_5")
+
+
+def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_changed(composed):
+    """run_cpu_tiny_slca.sh goes through run_qwen7b_slca.sh: the same method keys, the CPU platform's settings."""
+    big, cpu = as_dict(composed["run_qwen7b_slca.sh"][0]), as_dict(composed["run_cpu_tiny_slca.sh"][0])
+    method = ["algorithm.adv_estimator", "trainer.v1.trainer_mode", "actor_rollout_ref.rollout.agent.default_agent_loop",
+              "reward.custom_reward_function.path", "actor_rollout_ref.actor.policy_loss.loss_mode",
+              "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.kl_loss_coef", "algorithm.use_kl_in_reward",
+              "+algorithm.slca.lambda_tool", "+algorithm.slca.lambda_sum", "actor_rollout_ref.rollout.multi_turn.format"]
+    assert [cpu[k] for k in method] == [big[k] for k in method]
+    assert cpu["trainer.device"] == "cpu" and cpu["actor_rollout_ref.rollout.name"] == "hf_cpu"
+    assert cpu["actor_rollout_ref.actor.strategy"] == cpu["actor_rollout_ref.ref.strategy"] == "fsdp2"
+    assert cpu["+actor_rollout_ref.model.override_config.attn_implementation"] == "sdpa"
+    assert cpu["actor_rollout_ref.model.use_remove_padding"] == "false"
+    assert cpu["+reward.custom_reward_function.reward_kwargs.judge"] == "offline_proxy"
+    assert "trainer.device" not in big and big["actor_rollout_ref.rollout.name"] == "vllm"
+
+
+@pytest.mark.parametrize("estimator", ["slca_grpo", "grpo"])
+def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tmp_path, estimator):
+    def untracked():
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        return {line for line in out.splitlines() if "__pycache__" not in line}
+
+    before = untracked()
+    for recipe in ("run_cpu_tiny_slca.sh", "run_qwen7b_slca.sh"):
+        proc = subprocess.run(["bash", os.path.join(RECIPES, recipe)], capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "DRY_RUN": "1", "ADV_ESTIMATOR": estimator,
+                                   "CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "OK: ppo_trainer composed" in proc.stderr
+    assert untracked() == before
+    assert not (tmp_path / "cache").exists()  # a dry run does not build the tiny model either

@@ -1,0 +1,180 @@
+"""SLCA-GRPO against verl's own stock path, through verl's trainer on this CPU: per-step time and training curves.
+
+    python benchmarks/cpu_main_job.py                    # 20 steps each, seed 0 (~45 min on 2 cores)
+    python benchmarks/cpu_main_job.py --steps 5          # the timing comparison alone (~14 min)
+
+Both runs go through ``bash recipes/run_cpu_tiny_slca.sh`` (verl's ``main_ppo``, the tiny Qwen3, same data, seed,
+batch, rollout and budget) and differ only in what the method needs:
+
+- **slca**: ``slca_tool_agent`` (per-row SGLS tools, segment ids, HierR laid out per segment) + ``slca_sync``
+  (the extra TransferQueue fetch of segment ids and reward metrics) + ``slca_grpo``;
+- **stock**: verl's ``tool_agent`` (the row's tools as SGLSTool entries of a verl tool YAML) + verl's ``sync``
+  trainer + verl's ``grpo``, rewarded by the same HierR ``compute_score`` on the decoded response.
+
+Prints the machine, the median per-step time of each (steps 2.., step 1 pays one-off warm-ups) with verl's own
+phase timers (``timing_s/*``), their ratio, and the plugin's import cost per process measured here
+(``import verl`` with and without ``VERL_USE_EXTERNAL_PLUGINS=none``, times the processes the run started). Writes
+``--out`` (JSON) and ``--plot`` (reward and tool curves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from machine import describe  # noqa: E402
+
+RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
+PHASES = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "step")
+
+
+def stock_inputs(train_parquet: str, work: str) -> tuple[str, str]:
+    """(train parquet whose rows ask for verl's tool_agent, verl tool YAML with every tool of the data as SGLSTool)."""
+    import pandas as pd
+    import yaml
+
+    df = pd.read_parquet(train_parquet)
+    df["agent_name"] = "tool_agent"
+    tools = {}
+    for schemas in df["tools"]:
+        for t in json.loads(schemas):
+            tools.setdefault(t["function"]["name"], t)
+    path = os.path.join(work, "stock_train.parquet")
+    df.to_parquet(path)
+    yaml_path = os.path.join(work, "stock_tools.yaml")
+    with open(yaml_path, "w") as f:
+        yaml.safe_dump({"tools": [{"class_name": "slca_verl.sgls.tool.SGLSTool",
+                                   "config": {"type": "native", "backend": "offline", "cache_scope": "run"},
+                                   "tool_schema": t} for t in tools.values()]}, f)  # fmt: skip
+    return path, yaml_path
+
+
+def run(name: str, steps: int, seed: int, root: str, extra_env: dict, overrides: list[str]) -> dict:
+    env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "TOTAL_TRAINING_STEPS": str(steps),
+           "SEED": str(seed), "RUN_ROOT": root, "EXPERIMENT_NAME": name, "SAVE_FREQ": "-1", **extra_env}  # fmt: skip
+    t0 = time.time()
+    proc = subprocess.run(["bash", RECIPE, *overrides], cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.time() - t0
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} failed (exit {proc.returncode}):\n{log[-5000:]}")
+    metrics = {}
+    with open(os.path.join(root, name, "metrics.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            metrics[rec["step"]] = rec["data"]
+    pids = set(re.findall(r"pid=(\d+)", log))
+    return {"metrics": metrics, "wall_s": wall, "ray_processes": len(pids)}
+
+
+def recipe_arg(key: str, seed: int, work: str) -> str:
+    """The value the CPU recipe passes for one hydra key (DRY_RUN=args composes nothing and writes only to work)."""
+    env = {**os.environ, "SEED": str(seed), "RUN_ROOT": work, "DRY_RUN": "args"}
+    out = subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, check=True).stdout
+    return next(a.split("=", 1)[1] for a in out.decode().split("\0") if a.startswith(key + "="))
+
+
+def import_cost(repeats: int = 3) -> dict:
+    def once(extra):
+        env = {**os.environ, "VERL_PLATFORM": "cpu", **extra}
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import verl"], env=env, check=True, capture_output=True)
+        return time.perf_counter() - t0
+
+    with_plugin = statistics.median(once({}) for _ in range(repeats))
+    without = statistics.median(once({"VERL_USE_EXTERNAL_PLUGINS": "none"}) for _ in range(repeats))
+    return {"import_verl_s": with_plugin, "import_verl_without_plugins_s": without, "plugin_s": with_plugin - without}
+
+
+def phase_medians(metrics: dict) -> dict:
+    steps = [s for s in sorted(metrics) if s >= 2] or sorted(metrics)
+    return {p: statistics.median(metrics[s].get(f"timing_s/{p}", 0.0) for s in steps) for p in PHASES}
+
+
+def plot(runs: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    panels = [("critic/score/mean", "training reward (HierR total)"),
+              ("reward_extra/name_f1/mean", "tool-name F1 (slca run)"),
+              ("slca/adv_tool/std", "std of the tool-segment advantage (slca run)")]  # fmt: skip
+    for ax, (key, title) in zip(axes, panels):
+        for name, r in runs.items():
+            pts = [(s, m[key]) for s, m in sorted(r["metrics"].items()) if key in m]
+            if pts:
+                ax.plot(*zip(*pts), marker=".", label=name)
+        ax.set(title=title, xlabel="step")
+        ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--work_dir", default=None, help="where the runs go (default: a temp dir)")
+    p.add_argument("--out", default=os.path.join(REPO, "docs", "results", "cpu_main_job.json"))
+    p.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_main_job.png"))
+    args = p.parse_args(argv)
+    work = args.work_dir or tempfile.mkdtemp(prefix="slca_cpu_bench_")
+    print(describe())
+
+    runs = {"slca": run("slca", args.steps, args.seed, work, {"ADV_ESTIMATOR": "slca_grpo"}, [])}
+    tiny_data = recipe_arg("data.train_files", args.seed, work)
+    train, tools_yaml = stock_inputs(tiny_data, work)
+    runs["stock"] = run("stock", args.steps, args.seed, work, {"ADV_ESTIMATOR": "grpo", "TRAIN_FILES": train},
+                        ["trainer.v1.trainer_mode=sync", "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+                         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools_yaml}"])  # fmt: skip
+    cost = import_cost()
+    phases = {name: phase_medians(r["metrics"]) for name, r in runs.items()}
+    ratio = phases["slca"]["step"] / phases["stock"]["step"]
+
+    print(f"\nper-step time, median over steps 2..{args.steps} (verl's timing_s/*), seconds")
+    print(f"{'phase':>16} {'slca':>8} {'stock':>8} {'slca-stock':>11}")
+    for ph in PHASES:
+        a, b = phases["slca"][ph], phases["stock"][ph]
+        print(f"{ph:>16} {a:>8.2f} {b:>8.2f} {a - b:>+11.2f}")
+    print(f"slca / stock per-step time: {ratio:.3f}x")
+    n = runs["slca"]["ray_processes"]
+    print(f"plugin import cost: {cost['plugin_s']:.2f} s per process (import verl {cost['import_verl_s']:.2f} s vs "
+          f"{cost['import_verl_without_plugins_s']:.2f} s without plugins) x {n} Ray processes in the slca run "
+          f"= {cost['plugin_s'] * n:.0f} s of start-up CPU time, spread over the processes")  # fmt: skip
+    for name, r in runs.items():
+        last = r["metrics"][max(r["metrics"])]
+        first = r["metrics"][min(r["metrics"])]
+        print(f"{name}: reward step 1 {first['critic/score/mean']:.3f} -> step {max(r['metrics'])} "
+              f"{last['critic/score/mean']:.3f}; wall {r['wall_s']:.0f} s")  # fmt: skip
+
+    result = {"machine": describe(), "steps": args.steps, "seed": args.seed, "phases_median_s": phases,
+              "slca_over_stock": ratio, "import": cost, "ray_processes": n,
+              "curves": {name: {str(s): {k: m.get(k) for k in ("critic/score/mean", "reward_extra/name_f1/mean",
+                                                                 "reward_extra/r_tool/mean", "reward_extra/r_sum/mean",
+                                                                 "slca/adv_tool/std", "slca/adv_summary/std",
+                                                                 "timing_s/step")}
+                                  for s, m in r["metrics"].items()} for name, r in runs.items()}}  # fmt: skip
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    plot(runs, args.plot)
+    print(f"wrote {args.out} and {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

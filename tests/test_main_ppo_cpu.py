@@ -1,0 +1,111 @@
+"""The main job, for real: ``bash recipes/run_cpu_tiny_slca.sh`` runs verl's own ``python -m verl.trainer.main_ppo``
+for two SLCA-GRPO steps on this CPU (slca_tool_agent -> SGLS -> HierR -> TransferQueue -> slca_sync + slca_grpo ->
+FSDP2 update -> weight sync into the hf_cpu rollout), with the tiny Qwen3 built on first use and cached.
+
+One run is shared by every test here (about 4 minutes, plus about 3 the first time the tiny model is built).
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from slca_verl.core_algos import SEGMENT_METRICS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
+STEPS = 2
+
+
+def run_recipe(out_root: str, timeout: int = 1500, **env) -> tuple[subprocess.CompletedProcess, str]:
+    """Run the CPU recipe for STEPS steps into ``out_root``; returns (process, output dir)."""
+    env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "TOTAL_TRAINING_STEPS": str(STEPS),
+           "RUN_ROOT": out_root, **env}  # fmt: skip
+    proc = subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    name = f"cpu_tiny_{env.get('ADV_ESTIMATOR', 'slca_grpo')}_seed{env.get('SEED', '0')}"
+    return proc, os.path.join(out_root, name)
+
+
+def read_metrics(out_dir: str) -> dict[int, dict]:
+    steps = {}
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            steps[rec["step"]] = rec["data"]
+    return steps
+
+
+def tiny_model_dir(log: str) -> str:
+    """The model the run trained, as the recipe passed it to verl (actor_rollout_ref.model.path=...)."""
+    for token in log.split():
+        if token.startswith("actor_rollout_ref.model.path="):
+            return token.split("=", 1)[1]
+    raise AssertionError("the recipe did not pass actor_rollout_ref.model.path")
+
+
+@pytest.fixture(scope="module")
+def slca_run(tmp_path_factory):
+    proc, out_dir = run_recipe(str(tmp_path_factory.mktemp("cpu_runs")))
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    return out_dir, read_metrics(out_dir), log
+
+
+def test_main_ppo_runs_two_steps_and_logs_the_documented_metrics(slca_run):
+    out_dir, metrics, _ = slca_run
+    assert sorted(metrics) == list(range(1, STEPS + 1))
+    documented = set(SEGMENT_METRICS) | {
+        "critic/score/mean", "timing_s/step", "timing_s/gen", "timing_s/update_actor", "actor/pg_loss",
+        "reward_extra/r_tool/mean", "reward_extra/r_sum/mean", "reward_extra/name_f1/mean",
+        "reward_extra/success/mean", "reward_extra/agent_tool_calls/mean",
+    }  # fmt: skip
+    for step, m in metrics.items():
+        assert documented <= set(m), (step, sorted(documented - set(m)))
+    drawn = {os.path.splitext(f)[0] for f in os.listdir(os.path.join(out_dir, "plots"))}
+    assert {"reward", "advantages", "tool_accuracy", "exec_vs_pref"} <= drawn
+
+
+def test_tool_tokens_receive_nonzero_segment_advantages(slca_run):
+    _, metrics, _ = slca_run
+    assert max(m["slca/has_tool/frac"] for m in metrics.values()) > 0
+    assert max(m["slca/adv_tool/std"] for m in metrics.values()) > 0  # not all zero: the warm-up made rewards vary
+    assert min(m["slca/adv_tool/zero_frac"] for m in metrics.values()) < 1
+
+
+def test_segment_ids_reaching_the_estimator_are_the_agent_loops(slca_run):
+    """The agent loop counts its TOOL / SUMMARY tokens per trajectory (reward_extra/agent_*), the estimator counts
+    the ids it received from TransferQueue (slca/*): equal batch means, so the ids crossed unchanged."""
+    _, metrics, _ = slca_run
+    for m in metrics.values():
+        assert m["slca/tool_tokens/mean"] == pytest.approx(m["reward_extra/agent_tool_tokens/mean"], abs=1e-6)
+        assert m["slca/summary_tokens/mean"] == pytest.approx(m["reward_extra/agent_summary_tokens/mean"], abs=1e-6)
+        assert m["slca/has_tool/frac"] == pytest.approx(m["reward_extra/agent_has_tool_segment/mean"], abs=1e-6)
+        assert m["slca/tool_tokens/mean"] > 0
+
+
+def test_rollout_server_generated_every_step_with_the_weights_of_that_step(slca_run):
+    """verl's staleness metric is the step minus the weight version the server reports in TokenOutput; the hf_cpu
+    server's version only moves when the actor's weights are loaded into it (load_weights), so 0 at step 2 means
+    step 1's update reached the rollout before step 2 generated."""
+    _, metrics, _ = slca_run
+    for m in metrics.values():
+        assert m["training/off_policy/trajectory_staleness/max"] == 0
+        assert m["training/off_policy/trajectory_staleness_worst/max"] == 0
+    assert metrics[STEPS]["timing_s/update_weights"] > 0
+
+
+def test_the_step_2_checkpoint_merges_into_an_hf_model_whose_weights_moved(slca_run, tmp_path):
+    from safetensors.torch import load_file
+
+    out_dir, _, log = slca_run
+    actor = os.path.join(out_dir, f"global_step_{STEPS}", "actor")
+    merged = tmp_path / "merged"
+    proc = subprocess.run(["python3", "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
+                           "--target_dir", str(merged)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = load_file(os.path.join(tiny_model_dir(log), "model.safetensors"))
+    after = load_file(str(merged / "model.safetensors"))
+    assert set(before) == set(after)
+    moved = {k for k in before if not before[k].float().allclose(after[k].float(), atol=0, rtol=0)}
+    assert len(moved) >= len(before) // 2, sorted(set(before) - moved)  # the update touched most tensors
