@@ -83,6 +83,16 @@ def test_patches_refuse_an_unknown_verl_version_and_say_which():
     assert "verl 9.9.9 is not one of" in err and "gloo_process_group" in err
 
 
+def test_a_gpu_rollout_on_the_cpu_platform_is_refused_naming_the_override():
+    got, _ = run_python(
+        "import json, verl; from verl.workers.rollout.replica import get_rollout_replica_class\n"
+        "try:\n    get_rollout_replica_class('vllm'); print(json.dumps({'msg': 'loaded'}))\n"
+        "except ValueError as e:\n    print(json.dumps({'msg': str(e)}))"
+    )
+    assert "actor_rollout_ref.rollout.name=vllm cannot run on verl's CPU platform" in got["msg"]
+    assert "set actor_rollout_ref.rollout.name=hf_cpu" in got["msg"]
+
+
 def test_settings_a_cpu_cannot_run_are_refused_naming_the_override():
     from types import SimpleNamespace
 

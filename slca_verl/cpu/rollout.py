@@ -264,9 +264,30 @@ class HFCPUServerAdapter(BaseRollout):
             await self._server_handle().load_weights.remote(state, kwargs.get("global_steps"))
 
 
+def _named_failure(name: str, loader):
+    """verl's loader for a GPU rollout, failing on the CPU platform with the override to change rather than an error
+    from deep inside vLLM / SGLang (an installed CPU build still loads as before)."""
+
+    def load():
+        try:
+            return loader()
+        except Exception as e:  # ImportError, or verl's own "vllm version None not supported"
+            raise ValueError(
+                f"actor_rollout_ref.rollout.name={name} cannot run on verl's CPU platform ({type(e).__name__}: {e}); "
+                f"set actor_rollout_ref.rollout.name={ROLLOUT_NAME}"
+            ) from e
+
+    load.__slca_cpu_wrapped__ = True
+    return load
+
+
 def _register() -> None:
-    if ROLLOUT_NAME not in RolloutReplicaRegistry._registry:
+    registry = RolloutReplicaRegistry._registry
+    if ROLLOUT_NAME not in registry:
         RolloutReplicaRegistry.register(ROLLOUT_NAME, lambda: HFCPUReplica)
+    for name, loader in list(registry.items()):
+        if name != ROLLOUT_NAME and not getattr(loader, "__slca_cpu_wrapped__", False):
+            RolloutReplicaRegistry.register(name, _named_failure(name, loader))
     rollout_base._ROLLOUT_REGISTRY.setdefault((ROLLOUT_NAME, "async"), f"{__name__}.HFCPUServerAdapter")
 
 

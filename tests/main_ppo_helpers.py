@@ -1,0 +1,35 @@
+"""Running the CPU main job (``recipes/run_cpu_tiny_slca.sh``) from tests and reading what it wrote."""
+
+import json
+import os
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
+STEPS = 2
+
+
+def run_recipe(out_root: str, timeout: int = 1500, **env) -> tuple[subprocess.CompletedProcess, str]:
+    """Run the CPU recipe for STEPS steps into ``out_root``; returns (process, output dir)."""
+    env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "TOTAL_TRAINING_STEPS": str(STEPS),
+           "RUN_ROOT": out_root, **env}  # fmt: skip
+    proc = subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    name = f"cpu_tiny_{env.get('ADV_ESTIMATOR', 'slca_grpo')}_seed{env.get('SEED', '0')}"
+    return proc, os.path.join(out_root, name)
+
+
+def read_metrics(out_dir: str) -> dict[int, dict]:
+    steps = {}
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            steps[rec["step"]] = rec["data"]
+    return steps
+
+
+def tiny_model_dir(log: str) -> str:
+    """The model the run trained, as the recipe passed it to verl (actor_rollout_ref.model.path=...)."""
+    for token in log.split():
+        if token.startswith("actor_rollout_ref.model.path="):
+            return token.split("=", 1)[1]
+    raise AssertionError("the recipe did not pass actor_rollout_ref.model.path")
