@@ -5,17 +5,23 @@
 
 Each response holds one to four assistant turns separated by observation gaps, then padding; rewards sit on the
 last token of each turn (the layout slca_tool_agent writes). Prints the median of --repeats timed calls per
-estimator (called in turn within each repeat) and the ratios slca_grpo / grpo_vectorized and slca_grpo / grpo.
+estimator (called in turn within each repeat) and the ratios slca_grpo / grpo_vectorized and slca_grpo / grpo,
+after a first line naming the machine (CPU, cache sizes, torch threads; benchmarks/machine.py).
 """
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
 import torch
 import verl  # noqa: F401  (loads the slca_verl plugin)
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/machine.py, also when imported
+from machine import describe  # noqa: E402
 
 
 def make_inputs(bs: int, L: int, group: int = 16, seed: int = 0):
@@ -66,7 +72,8 @@ def main():
     slca = get_adv_estimator_fn("slca_grpo")
     vec = get_adv_estimator_fn("grpo_vectorized")
     loop = get_adv_estimator_fn("grpo")
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median of {args.repeats} runs, ms")
+    print(describe())
+    print(f"median of {args.repeats} runs, ms")
     header = f"{'bs':>6} {'L':>6} {'grpo':>10} {'grpo_vec':>10} {'slca_grpo':>10} {'slca/vec':>9} {'slca/grpo':>10}"
     print(header)
     print("-" * len(header))

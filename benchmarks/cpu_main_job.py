@@ -69,13 +69,8 @@ def run(name: str, steps: int, seed: int, root: str, extra_env: dict, overrides:
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed (exit {proc.returncode}):\n{log[-5000:]}")
-    metrics = {}
-    with open(os.path.join(root, name, "metrics.jsonl")) as f:
-        for line in f:
-            rec = json.loads(line)
-            metrics[rec["step"]] = rec["data"]
     pids = set(re.findall(r"pid=(\d+)", log))
-    return {"metrics": metrics, "wall_s": wall, "ray_processes": len(pids)}
+    return {**load_run(root, name), "wall_s": wall, "ray_processes": len(pids)}
 
 
 def recipe_arg(key: str, seed: int, work: str) -> str:
@@ -97,9 +92,26 @@ def import_cost(repeats: int = 3) -> dict:
     return {"import_verl_s": with_plugin, "import_verl_without_plugins_s": without, "plugin_s": with_plugin - without}
 
 
-def phase_medians(metrics: dict) -> dict:
+def phase_medians(metrics: dict, per_ktoken: bool = False) -> dict:
+    """Median over steps 2.. of each phase's seconds, or of its seconds per 1,000 tokens of the batch (prompt +
+    response tokens per sample; both runs have the same batch size), which compares runs whose policies wrote
+    different amounts."""
     steps = [s for s in sorted(metrics) if s >= 2] or sorted(metrics)
-    return {p: statistics.median(metrics[s].get(f"timing_s/{p}", 0.0) for s in steps) for p in PHASES}
+
+    def scale(m):
+        return 1000.0 / (m["prompt_length/mean"] + m["response_length/mean"]) if per_ktoken else 1.0
+
+    return {p: statistics.median(metrics[s].get(f"timing_s/{p}", 0.0) * scale(metrics[s]) for s in steps)
+            for p in PHASES}  # fmt: skip
+
+
+def load_run(root: str, name: str) -> dict:
+    metrics = {}
+    with open(os.path.join(root, name, "metrics.jsonl")) as f:
+        for line in f:
+            rec = json.loads(line)
+            metrics[rec["step"]] = rec["data"]
+    return {"metrics": metrics, "wall_s": float("nan"), "ray_processes": 0}
 
 
 def plot(runs: dict, path: str) -> None:
@@ -131,26 +143,38 @@ def main(argv=None) -> int:
     p.add_argument("--work_dir", default=None, help="where the runs go (default: a temp dir)")
     p.add_argument("--out", default=os.path.join(REPO, "docs", "results", "cpu_main_job.json"))
     p.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_main_job.png"))
+    p.add_argument("--reuse", action="store_true", help="report on the runs already in --work_dir, run nothing")
     args = p.parse_args(argv)
     work = args.work_dir or tempfile.mkdtemp(prefix="slca_cpu_bench_")
     print(describe())
 
+    if args.reuse:
+        runs = {name: load_run(work, name) for name in ("slca", "stock")}
+        return report(args, runs, import_cost())
     runs = {"slca": run("slca", args.steps, args.seed, work, {"ADV_ESTIMATOR": "slca_grpo"}, [])}
     tiny_data = recipe_arg("data.train_files", args.seed, work)
     train, tools_yaml = stock_inputs(tiny_data, work)
     runs["stock"] = run("stock", args.steps, args.seed, work, {"ADV_ESTIMATOR": "grpo", "TRAIN_FILES": train},
                         ["trainer.v1.trainer_mode=sync", "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
                          f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools_yaml}"])  # fmt: skip
-    cost = import_cost()
-    phases = {name: phase_medians(r["metrics"]) for name, r in runs.items()}
-    ratio = phases["slca"]["step"] / phases["stock"]["step"]
+    return report(args, runs, import_cost())
 
-    print(f"\nper-step time, median over steps 2..{args.steps} (verl's timing_s/*), seconds")
-    print(f"{'phase':>16} {'slca':>8} {'stock':>8} {'slca-stock':>11}")
+
+def report(args, runs: dict, cost: dict) -> int:
+    phases = {name: phase_medians(r["metrics"]) for name, r in runs.items()}
+    per_k = {name: phase_medians(r["metrics"], per_ktoken=True) for name, r in runs.items()}
+    ratio = phases["slca"]["step"] / phases["stock"]["step"]
+    ratio_k = per_k["slca"]["step"] / per_k["stock"]["step"]
+    tokens = {name: statistics.median(m["prompt_length/mean"] + m["response_length/mean"]
+                                      for s, m in r["metrics"].items() if s >= 2) for name, r in runs.items()}  # fmt: skip
+
+    print(f"\nmedian over steps 2..{args.steps} of verl's timing_s/*: seconds per step | seconds per 1k tokens")
+    print(f"{'phase':>16} {'slca':>8} {'stock':>8} | {'slca':>8} {'stock':>8} {'ratio':>7}")
     for ph in PHASES:
-        a, b = phases["slca"][ph], phases["stock"][ph]
-        print(f"{ph:>16} {a:>8.2f} {b:>8.2f} {a - b:>+11.2f}")
-    print(f"slca / stock per-step time: {ratio:.3f}x")
+        a, b, ka, kb = phases["slca"][ph], phases["stock"][ph], per_k["slca"][ph], per_k["stock"][ph]
+        print(f"{ph:>16} {a:>8.2f} {b:>8.2f} | {ka:>8.2f} {kb:>8.2f} {ka / kb if kb else float('nan'):>6.2f}x")
+    print(f"tokens per sample (prompt + response, median): slca {tokens['slca']:.0f}, stock {tokens['stock']:.0f}")
+    print(f"slca / stock: {ratio:.3f}x per step, {ratio_k:.3f}x per token")
     n = runs["slca"]["ray_processes"]
     print(f"plugin import cost: {cost['plugin_s']:.2f} s per process (import verl {cost['import_verl_s']:.2f} s vs "
           f"{cost['import_verl_without_plugins_s']:.2f} s without plugins) x {n} Ray processes in the slca run "
@@ -162,7 +186,8 @@ def main(argv=None) -> int:
               f"{last['critic/score/mean']:.3f}; wall {r['wall_s']:.0f} s")  # fmt: skip
 
     result = {"machine": describe(), "steps": args.steps, "seed": args.seed, "phases_median_s": phases,
-              "slca_over_stock": ratio, "import": cost, "ray_processes": n,
+              "phases_median_s_per_ktoken": per_k, "tokens_per_sample": tokens,
+              "slca_over_stock": ratio, "slca_over_stock_per_token": ratio_k, "import": cost, "ray_processes": n,
               "curves": {name: {str(s): {k: m.get(k) for k in ("critic/score/mean", "reward_extra/name_f1/mean",
                                                                  "reward_extra/r_tool/mean", "reward_extra/r_sum/mean",
                                                                  "slca/adv_tool/std", "slca/adv_summary/std",
