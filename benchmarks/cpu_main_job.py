@@ -122,8 +122,8 @@ def plot(runs: dict, path: str) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     panels = [("critic/score/mean", "training reward (HierR total)"),
-              ("reward_extra/name_f1/mean", "tool-name F1 (slca run)"),
-              ("slca/adv_tool/std", "std of the tool-segment advantage (slca run)")]  # fmt: skip
+              ("reward_extra/name_f1/mean", "tool-name F1 (HierR)"),
+              ("reward_extra/r_sum/mean", "preference reward r_sum (offline proxy judge)")]  # fmt: skip
     for ax, (key, title) in zip(axes, panels):
         for name, r in runs.items():
             pts = [(s, m[key]) for s, m in sorted(r["metrics"].items()) if key in m]
@@ -144,12 +144,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(REPO, "docs", "results", "cpu_main_job.json"))
     p.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_main_job.png"))
     p.add_argument("--reuse", action="store_true", help="report on the runs already in --work_dir, run nothing")
+    p.add_argument("--ray_processes", type=int, default=0, help="with --reuse: the count the original run printed")
     args = p.parse_args(argv)
     work = args.work_dir or tempfile.mkdtemp(prefix="slca_cpu_bench_")
     print(describe())
 
-    if args.reuse:
-        runs = {name: load_run(work, name) for name in ("slca", "stock")}
+    if args.reuse:  # also picks up a "grpo" run (ADV_ESTIMATOR=grpo through the same recipe) for the curves
+        names = [n for n in ("slca", "stock", "grpo") if os.path.exists(os.path.join(work, n, "metrics.jsonl"))]
+        runs = {name: load_run(work, name) for name in names}
         return report(args, runs, import_cost())
     runs = {"slca": run("slca", args.steps, args.seed, work, {"ADV_ESTIMATOR": "slca_grpo"}, [])}
     tiny_data = recipe_arg("data.train_files", args.seed, work)
@@ -175,7 +177,11 @@ def report(args, runs: dict, cost: dict) -> int:
         print(f"{ph:>16} {a:>8.2f} {b:>8.2f} | {ka:>8.2f} {kb:>8.2f} {ka / kb if kb else float('nan'):>6.2f}x")
     print(f"tokens per sample (prompt + response, median): slca {tokens['slca']:.0f}, stock {tokens['stock']:.0f}")
     print(f"slca / stock: {ratio:.3f}x per step, {ratio_k:.3f}x per token")
-    n = runs["slca"]["ray_processes"]
+    if "grpo" in runs:  # verl's grpo through the same loop and trainer: the same work, only the estimator differs
+        print(f"slca / grpo (same loop): {phases['slca']['step'] / phases['grpo']['step']:.3f}x per step "
+              f"(grpo: gen {phases['grpo']['gen']:.2f} s, adv {phases['grpo']['adv']:.2f} s, "
+              f"step {phases['grpo']['step']:.2f} s; {tokens['grpo']:.0f} tokens per sample)")
+    n = runs["slca"]["ray_processes"] or args.ray_processes
     print(f"plugin import cost: {cost['plugin_s']:.2f} s per process (import verl {cost['import_verl_s']:.2f} s vs "
           f"{cost['import_verl_without_plugins_s']:.2f} s without plugins) x {n} Ray processes in the slca run "
           f"= {cost['plugin_s'] * n:.0f} s of start-up CPU time, spread over the processes")  # fmt: skip

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -104,7 +105,22 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
         raise ValueError(
             f"{estimator}: unknown keys under algorithm.{section}: {sorted(unknown)}; known: {sorted(known)}"
         )
-    out = {k: float(values.get(k, v)) for k, v in known.items()}
+    out = {}
+    for k, default in known.items():
+        value = values.get(k, default)
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            out[k] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} is not a number") from None
+        if not math.isfinite(out[k]):
+            raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} must be finite")
+    if "epsilon" in out and not out["epsilon"] > 0:
+        raise ValueError(
+            f"{estimator}: algorithm.{section}.epsilon={values.get('epsilon')!r} must be > 0 (it is added to the "
+            f"group std; with 0, a group of equal rewards gives 0/0 = NaN advantages)"
+        )
     out["norm_adv_by_std_in_grpo"] = bool(_cfg(config, "norm_adv_by_std_in_grpo", True))
     return out
 
@@ -325,6 +341,7 @@ def compute_slca_grpo_advantage(
             v = advantages[a:b]
             # (mul + add_ rather than addcmul: out-of-place addcmul with broadcast operands is ~5x slower on CPU)
             v.mul_(torch.mul(v, h_sum[a:b], out=sum_buf[: b - a]).add_(h_diff[a:b]))
-        advantages = advantages.to(token_level_rewards.dtype)
+        if token_level_rewards.is_floating_point():  # integer rewards get float32 advantages, never truncated ones
+            advantages = advantages.to(token_level_rewards.dtype)
     return advantages, advantages
 

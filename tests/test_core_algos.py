@@ -2,6 +2,7 @@
 
 import logging
 import math
+import re
 
 import numpy as np
 import pytest
@@ -128,6 +129,32 @@ def test_unknown_slca_config_keys_are_rejected(two_groups):
         compute_slca_grpo_advantage(
             token_level_rewards=rewards, response_mask=mask, index=index, config={"slca": {"lamda_tool": 2.0}}
         )
+
+
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ({"epsilon": 0}, "algorithm.slca.epsilon=0 must be > 0"),
+        ({"epsilon": -1e-6}, "algorithm.slca.epsilon=-1e-06 must be > 0"),
+        ({"lambda_tool": float("nan")}, "algorithm.slca.lambda_tool=nan must be finite"),
+        ({"lambda_sum": float("inf")}, "algorithm.slca.lambda_sum=inf must be finite"),
+        ({"lambda_tool": "abc"}, "algorithm.slca.lambda_tool='abc' is not a number"),
+        ({"lambda_sum": True}, "algorithm.slca.lambda_sum=True is not a number"),
+    ],
+)
+def test_bad_slca_settings_fail_naming_the_key(two_groups, settings, message):
+    rewards, mask, index = two_groups
+    with pytest.raises(ValueError, match=re.escape(message)):
+        compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index,
+                                    config={"slca": settings})  # fmt: skip
+
+
+def test_integer_rewards_give_float_advantages_not_truncated_ones(two_groups):
+    rewards, mask, index = two_groups
+    ints = (rewards * 4).round().to(torch.int64)
+    adv, _ = compute_slca_grpo_advantage(token_level_rewards=ints, response_mask=mask, index=index)
+    ref, _ = compute_slca_grpo_advantage(token_level_rewards=ints.float(), response_mask=mask, index=index)
+    assert adv.dtype == torch.float32 and torch.equal(adv, ref) and bool((adv != 0).any())
 
 
 def test_explicit_ids_handle_an_episode_cut_on_a_tool_turn():
