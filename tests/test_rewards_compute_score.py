@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 
 import numpy as np
 import pytest
@@ -107,3 +108,27 @@ def test_hydra_containers_and_bad_solution_strings_are_tolerated():
         out = asyncio.run(compute_score("toucan", bad, GT, None, judge="none"))
         assert tuple(out) == RESULT_KEYS
         json.dumps(out)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"w_tool": "1.0"}, "reward_kwargs.w_tool='1.0' must be a number"),
+        ({"success_tau": "0.9"}, "reward_kwargs.success_tau='0.9' must be a number"),
+        ({"no_call_penalty": float("nan")}, "reward_kwargs.no_call_penalty=nan must be finite"),
+        ({"min_reply_chars": 2.5}, "reward_kwargs.min_reply_chars=2.5 must be an integer"),
+        ({"accept_string_arguments": "yes"}, "reward_kwargs.accept_string_arguments='yes' must be true or false"),
+        ({"weights": {"fmtt": 0.1}}, "unknown keys under reward_kwargs.weights: ['fmtt']"),
+        ({"weights": {"fmt": "0.1"}}, "reward_kwargs.weights.fmt='0.1' must be a number"),
+        ({"rltr": [0.1]}, "reward_kwargs.rltr must be a mapping"),
+    ],
+)
+def test_bad_reward_kwargs_fail_naming_the_key_instead_of_scoring_every_row_zero(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        asyncio.run(compute_score("xlam", DECODED, GT, {}, judge="none", **kwargs))
+
+
+def test_numeric_reward_kwargs_of_another_numeric_type_are_accepted():
+    row = asyncio.run(compute_score("xlam", DECODED, GT, {}, judge="none", w_tool=2, min_reply_chars=10.0,
+                                    weights={"fmt": 0, "name": 1}))  # fmt: skip
+    assert "internal error" not in str(row.get("reason", "")) and row["score"] > 0

@@ -79,14 +79,44 @@ class HierRConfig:
     @classmethod
     def from_kwargs(cls, kwargs: dict) -> "HierRConfig":
         """Build from flat keys (verl's ``reward_kwargs``): ``w_tool``, ``no_call_penalty``, …, ``weights={fmt:…}``,
-        ``rltr={repeat_penalty:…}``. Unknown keys are ignored."""
+        ``rltr={repeat_penalty:…}``. Unknown top-level keys are ignored (they belong to the judge or to verl).
+
+        Raises:
+            ValueError: a value of the wrong type or not finite, or an unknown key under ``weights`` / ``rltr``,
+                naming ``reward_kwargs.<key>`` (such a value used to make every row an "internal error" scored 0).
+        """
         simple = {f.name for f in fields(cls)} - {"weights", "rltr"}
-        out = {k: kwargs[k] for k in simple if k in kwargs and kwargs[k] is not None}
-        if kwargs.get("weights"):
-            out["weights"] = ExecutionWeights(**dict(kwargs["weights"]))
-        if kwargs.get("rltr"):
-            out["rltr"] = RLTRWeights(**dict(kwargs["rltr"]))
+        out = {k: _checked_setting(k, kwargs[k], cls.__dataclass_fields__[k].default)
+               for k in simple if k in kwargs and kwargs[k] is not None}  # fmt: skip
+        for key, sub_cls in (("weights", ExecutionWeights), ("rltr", RLTRWeights)):
+            if not kwargs.get(key):
+                continue
+            given = kwargs[key]
+            if not isinstance(given, dict):
+                raise ValueError(f"HierR: reward_kwargs.{key} must be a mapping, got {given!r}")
+            known = {f.name: f.default for f in fields(sub_cls)}
+            unknown = sorted(set(given) - set(known))
+            if unknown:
+                raise ValueError(f"HierR: unknown keys under reward_kwargs.{key}: {unknown}; known: {sorted(known)}")
+            out[key] = sub_cls(**{k: _checked_setting(f"{key}.{k}", v, known[k]) for k, v in given.items()})
         return cls(**out)
+
+
+def _checked_setting(key: str, value: Any, default: Any) -> Any:
+    """``value`` as the type of ``default`` (an int is a valid float), or a ValueError naming the key."""
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"HierR: reward_kwargs.{key}={value!r} must be true or false")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"HierR: reward_kwargs.{key}={value!r} must be a number")
+    if isinstance(default, int):
+        if value != int(value):
+            raise ValueError(f"HierR: reward_kwargs.{key}={value!r} must be an integer")
+        return int(value)
+    if not math.isfinite(value):
+        raise ValueError(f"HierR: reward_kwargs.{key}={value!r} must be finite")
+    return float(value)
 
 
 def empty_result(reason: str) -> dict:
