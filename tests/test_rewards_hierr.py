@@ -70,6 +70,14 @@ def test_no_call_when_gold_calls_exist_scores_the_penalty_on_the_summary():
     assert score(["nothing"], responses=(), no_call_penalty=-1.0)["score"] == -1.0
 
 
+@pytest.mark.parametrize("text", ["</tool_call>", "It is sunny.</tool_call>", "</tool_call>\n</tool_call> done"])
+def test_a_stray_closing_tag_is_no_call_and_cannot_dodge_the_penalty(text):
+    out = score([text], responses=(), judge=FakeJudge())
+    assert out["no_call"] == 1 and out["score"] == -0.5 and out["r_tool"] == 0.0
+    # an opening tag is an attempt (scored by format), not a no-call
+    assert score(["<tool_call>oops"], responses=(), judge=FakeJudge())["no_call"] == 0
+
+
 def test_no_gold_calls_and_no_call_is_not_penalised():
     gt = dict(GT, gold_tool_calls=[])
     out = score(["That needs no tool at all."], responses=(), gt=gt)

@@ -181,7 +181,8 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     reasons += parsed.errors[:3] + ([f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else [])
     gold = gt.gold_calls
     pred = parsed.calls
-    no_call = bool(gold) and parsed.tag_denominator == 0
+    # only an opening tag starts a call: a lone </tool_call> is no call (it used to dodge the no-call penalty)
+    no_call = bool(gold) and parsed.open_tags == 0
 
     comps = execution_components(parsed, gt.gold_steps)
     baselines = baseline_rewards(parsed, gold, no_call=no_call, no_call_penalty=cfg.no_call_penalty, rltr=cfg.rltr)
