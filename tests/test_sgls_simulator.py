@@ -278,3 +278,24 @@ def test_sgls_tool_passes_earlier_answers_of_the_trajectory_as_context():
 
     run(main())
     assert seen[0] == [] and seen[1][0]["name"] == "search_flights" and seen[1][0]["arguments"] == ARGS
+
+
+def test_lone_surrogates_in_arguments_or_replies_become_replacement_characters_not_crashes():
+    """json.loads('{"origin": "\\ud83d"}') gives a string that cannot be encoded; the policy writes such JSON."""
+    args = json.loads('{"origin": "CD\\ud83dG", "dest": "JFK"}')
+    for scope in ("none", "group"):  # the cache key hashes the arguments
+        sim = Simulator({"backend": "offline", "cache_scope": scope})
+        res = run(sim.call("search_flights", args, tool_schemas=TOOLS, scope="g"))
+        assert res.status == "ok", res.text
+        res.text.encode("utf-8")  # what the agent loop tokenises
+    echo = run(Simulator({"backend": "offline"}).call("ping", {"x": args["origin"]}, tool_schemas=TOOLS, scope="g"))
+    assert "CD\ufffdG" in echo.text
+
+    class SurrogateReply(CountingBackend):
+        async def simulate(self, tool, arguments, context=None):
+            return BackendReply(text=json.loads('"{\\"sky\\": \\"\\ud800\\"}"'))
+
+    sim = Simulator({"cache_scope": "group"}, backend=SurrogateReply())
+    res = run(sim.call("ping", {}, tool_schemas=TOOLS, scope="g"))
+    assert res.status == "ok" and res.text == '{"sky": "\ufffd"}'
+    res.text.encode("utf-8")

@@ -46,6 +46,25 @@ _NESTED_KEYS = ("items", "additionalProperties", "not", "contains", "propertyNam
 _LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_text(value: Any, _depth: int = 0) -> Any:
+    """``value`` with every lone UTF-16 surrogate in its strings (``"\\ud83d"`` in JSON a policy or a simulator
+    wrote) replaced by U+FFFD, so it can be encoded, hashed and tokenised. Containers are rebuilt only when needed;
+    nesting deeper than 200 levels is returned as is (the schema check rejects it)."""
+    if isinstance(value, str):
+        # a Python str holds code points, so any code point in the surrogate range is a lone one
+        return _SURROGATE.sub("\ufffd", value)
+    if _depth > 200:
+        return value
+    if isinstance(value, dict):
+        return {scrub_text(k, _depth + 1): scrub_text(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_text(v, _depth + 1) for v in value]
+    return value
+
+
 def canonical_json(value: Any) -> str:
     """Key-sorted compact JSON: equal values give equal strings (cache keys, fingerprints)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -36,7 +36,7 @@ from .client import latency_summary
 from .config import SGLSConfig
 from .faults import FaultInjector
 from .offline import OfflineBackend
-from .schema import ToolSet, canonical_json
+from .schema import ToolSet, canonical_json, scrub_text
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +173,7 @@ class Simulator:
         """
         t0 = time.perf_counter()
         self._count("calls")
+        name, arguments = scrub_text(name), scrub_text(arguments)  # lone surrogates would break hashing / tokenising
         tools = self.toolset(tool_schemas)
         rejection = tools.validate(name, arguments)
         if rejection is not None:
@@ -226,7 +227,7 @@ class Simulator:
             self._count({"hit": "cache_hits", "coalesced": "cache_coalesced", "miss": "cache_misses"}[how])
         if status == "simulator_error":
             self._count("simulator_errors")
-        text = _cut_middle(text, self.config.max_response_chars)
+        text = _cut_middle(scrub_text(text), self.config.max_response_chars)
         return self._done(t0, SimResult(text, status, {**meta, "cached": how}))
 
     def metrics(self) -> dict:
