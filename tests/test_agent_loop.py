@@ -389,3 +389,16 @@ def test_the_parser_leaves_text_without_calls_untouched():
         "<think><tool_call>{}</tool_call></think>Plain answer.",
         [],
     )
+
+
+async def test_malformed_agent_metrics_count_as_zero_instead_of_failing_the_reward():
+    from slca_verl.agent_loop.reward import compute_score as agent_compute_score
+
+    gt = {"allowed_tools": ["w"], "gold_tool_calls": [[{"name": "w", "arguments": {}}]], "question_content": "q"}
+    bad = {"tool_calls": "many", "turns": None, "invalid_calls": float("nan"), "redundant_calls": float("inf"),
+           "dropped_calls": [1], "malformed_calls": "3"}  # fmt: skip
+    extra = {"slca_trajectory": {"assistant_texts": ["no call"], "tool_responses": []}, "slca_agent_metrics": bad}
+    out = await agent_compute_score("xlam", "no call", gt, extra, judge="none")
+    assert (out["agent_tool_calls"], out["agent_turns"], out["agent_invalid_calls"]) == (0, 0, 0)
+    assert (out["agent_redundant_calls"], out["agent_dropped_calls"], out["agent_malformed_calls"]) == (0, 0, 3)
+    assert out["score"] == -0.5  # the reward itself is unaffected

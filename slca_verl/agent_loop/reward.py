@@ -51,5 +51,14 @@ async def compute_score(
     else:
         result = await decoded_compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)
     metrics = extra_info.get(METRICS_KEY) if isinstance(extra_info.get(METRICS_KEY), dict) else {}
-    result.update({f"agent_{k}": int(metrics.get(k, 0)) for k in METRIC_KEYS})
+    result.update({f"agent_{k}": _count(metrics.get(k, 0)) for k in METRIC_KEYS})
     return result
+
+
+def _count(value: Any) -> int:
+    """A metric as an int; anything that is not a finite number counts as 0 (a metric must never fail a reward)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return int(number) if number == number and abs(number) != float("inf") else 0
