@@ -124,11 +124,12 @@ def plot(runs: dict, path: str) -> None:
     panels = [("critic/score/mean", "training reward (HierR total)"),
               ("reward_extra/name_f1/mean", "tool-name F1 (HierR)"),
               ("reward_extra/r_sum/mean", "preference reward r_sum (offline proxy judge)")]  # fmt: skip
+    colors = {name: f"C{i}" for i, name in enumerate(runs)}  # one color per run in every panel
     for ax, (key, title) in zip(axes, panels):
         for name, r in runs.items():
             pts = [(s, m[key]) for s, m in sorted(r["metrics"].items()) if key in m]
             if pts:
-                ax.plot(*zip(*pts), marker=".", label=name)
+                ax.plot(*zip(*pts), marker=".", label=name, color=colors[name])
         ax.set(title=title, xlabel="step")
         ax.legend()
     fig.tight_layout()
