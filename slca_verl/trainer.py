@@ -18,6 +18,7 @@ several places and would otherwise silently take its asynchronous code paths.
 from __future__ import annotations
 
 import logging
+import math
 
 import transfer_queue as tq
 from omegaconf import open_dict
@@ -88,12 +89,12 @@ def reward_extra_metrics(extras: list[dict]) -> dict[str, float]:
     counts: dict[str, int] = {}
     for row in extras:
         for key, value in row.items():
-            if isinstance(value, bool) or isinstance(value, (int, float)) or hasattr(value, "item"):
+            if isinstance(value, (int, float)) or hasattr(value, "item"):  # bool is an int; numpy scalars
                 try:
                     v = float(value)
                 except (TypeError, ValueError):
                     continue
-                if v == v and abs(v) != float("inf"):
+                if math.isfinite(v):
                     sums[key] = sums.get(key, 0.0) + v
                     counts[key] = counts.get(key, 0) + 1
     return {f"reward_extra/{k}/mean": sums[k] / counts[k] for k in sorted(sums)}

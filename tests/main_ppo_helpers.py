@@ -12,10 +12,9 @@ STEPS = 2
 def run_recipe(out_root: str, timeout: int = 1500, **env) -> tuple[subprocess.CompletedProcess, str]:
     """Run the CPU recipe for STEPS steps into ``out_root``; returns (process, output dir)."""
     env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "TOTAL_TRAINING_STEPS": str(STEPS),
-           "RUN_ROOT": out_root, **env}  # fmt: skip
+           "RUN_ROOT": out_root, "EXPERIMENT_NAME": "test_run", **env}  # fmt: skip
     proc = subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    name = f"cpu_tiny_{env.get('ADV_ESTIMATOR', 'slca_grpo')}_seed{env.get('SEED', '0')}"
-    return proc, os.path.join(out_root, name)
+    return proc, os.path.join(out_root, env["EXPERIMENT_NAME"])
 
 
 def read_metrics(out_dir: str) -> dict[int, dict]:

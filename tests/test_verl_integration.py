@@ -254,3 +254,14 @@ def test_slca_sync_hands_segment_ids_to_the_baseline_estimators_too(transfer_que
     from_runs, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm)
     torch.testing.assert_close(adv, with_ids, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(with_ids, from_runs, atol=1e-3)
+
+
+def test_reward_extra_metrics_average_every_numeric_key_and_skip_the_rest():
+    import numpy as np
+
+    from slca_verl.trainer import reward_extra_metrics
+
+    rows = [{"r_tool": 1.0, "success": True, "reason": "ok", "n": np.int64(3), "bad": float("nan")},
+            {"r_tool": 0.5, "success": False, "reason": "", "n": 1, "bad": 2.0, "arr": np.zeros(2)}, {}]
+    assert reward_extra_metrics(rows) == {"reward_extra/bad/mean": 2.0, "reward_extra/n/mean": 2.0,
+                                          "reward_extra/r_tool/mean": 0.75, "reward_extra/success/mean": 0.5}

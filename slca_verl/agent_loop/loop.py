@@ -322,10 +322,10 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         segment_ids = segment_ids_for_turns(mask, kinds)
         counts = traj.counts
         counts["turns"] = len(texts)
-        counts["has_summary"] = int(SUMMARY in segment_ids)
-        counts["has_tool_segment"] = int(TOOL in segment_ids)
-        counts["tool_tokens"] = sum(1 for s in segment_ids if s == TOOL)
-        counts["summary_tokens"] = sum(1 for s in segment_ids if s == SUMMARY)
+        counts["tool_tokens"] = segment_ids.count(TOOL)
+        counts["summary_tokens"] = segment_ids.count(SUMMARY)
+        counts["has_summary"] = int(counts["summary_tokens"] > 0)
+        counts["has_tool_segment"] = int(counts["tool_tokens"] > 0)
         extra = dict(output.extra_fields)
         extra["slca_trajectory"] = {"assistant_texts": texts, "tool_responses": list(traj.tool_responses)}
         extra["slca_agent_metrics"] = dict(counts)

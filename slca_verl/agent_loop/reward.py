@@ -14,6 +14,7 @@ row).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from slca_verl.agent_loop.loop import METRIC_KEYS, to_container
@@ -61,4 +62,4 @@ def _count(value: Any) -> int:
         number = float(value)
     except (TypeError, ValueError, OverflowError):
         return 0
-    return int(number) if number == number and abs(number) != float("inf") else 0
+    return int(number) if math.isfinite(number) else 0

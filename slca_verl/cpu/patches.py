@@ -24,8 +24,7 @@ logger = logging.getLogger(__name__)
 #: verl versions these patches were written and tested against.
 SUPPORTED_VERL = ("0.9.1",)
 
-_MARK = "__slca_cpu_patch__"
-_applied: dict[str, bool] = {}
+_MARK = "__slca_cpu_patch__"  # set on every wrapper: an attribute that carries it is already patched
 
 
 def _gloo_process_group(original):
@@ -105,12 +104,8 @@ def apply() -> dict[str, bool]:
         )  # fmt: skip
         return {f"patch:{p[0]}": False for p in PATCHES}
     for name, module_name, attr, factory, rebinds in PATCHES:
-        if _applied.get(name):
-            status[f"patch:{name}"] = True
-            continue
         try:
             _apply_one(module_name, attr, factory, rebinds)
-            _applied[name] = True
             status[f"patch:{name}"] = True
         except Exception as e:
             status[f"patch:{name}"] = False
