@@ -39,6 +39,50 @@ def case(area: str, name: str, size: str):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _hierr(assistant: list[str], gt: dict):
+    import asyncio
+
+    from slca_verl.rewards import score_trajectory
+
+    return lambda: asyncio.run(score_trajectory(assistant, ['{"ok": true}'], gt))
+
+
+_GT = {"gold_tool_calls": [[{"name": "get_weather", "arguments": {"city": "Paris"}}]], "question_content": "Weather?"}
+
+
+@case("hierr", "20k distinct call names in one block, no allowed_tools", "20,000 calls")
+def _many_names():
+    calls = [{"name": f"tool_{i}", "arguments": {"k": i}} for i in range(20_000)]
+    return _hierr(["<tool_call>" + json.dumps(calls) + "</tool_call>", "Done, here is the answer."], _GT)
+
+
+@case("hierr", "20k <tool_call> blocks in one turn", "20,000 blocks")
+def _many_blocks():
+    one = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    return _hierr([one * 20_000, "Done, here is the answer."], _GT)
+
+
+@case("hierr", "20k unmatched <tool_call> tags", "20,000 tags")
+def _unmatched_tags():
+    return _hierr(["<tool_call>" * 20_000 + "Paris", "Done, here is the answer."], _GT)
+
+
+@case("loop", "agent-loop parser on 20k blocks", "20,000 blocks")
+def _loop_parser():
+    from slca_verl.agent_loop.parser import parse_hermes_calls
+
+    text = '<tool_call>{"name": "get_weather", "parameters": {"city": "Paris"}}</tool_call>' * 20_000
+    return lambda: parse_hermes_calls(text)
+
+
+@case("loop", "agent-loop parser on a block nested 100k deep", "100,000 levels")
+def _loop_parser_deep():
+    from slca_verl.agent_loop.parser import parse_hermes_calls
+
+    text = "<tool_call>" + "[" * 100_000 + "</tool_call>"
+    return lambda: parse_hermes_calls(text)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # SGLS and judge
 # ---------------------------------------------------------------------------------------------------------------

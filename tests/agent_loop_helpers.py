@@ -3,6 +3,7 @@ server manager, dataset rows, and a stand-in for verl's v1 worker so its real po
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections import defaultdict
@@ -184,3 +185,27 @@ def runs(segment_ids) -> list[tuple[int, int, int]]:
             out.append((int(ids[start]), start, p))
             start = p
     return out
+
+
+async def rollout(cfg, tok, scripts, rows, **loop_kwargs):
+    """Run every row through its own loop (as verl does), concurrently; return (outputs, server)."""
+    server = ScriptedServer(tok, scripts)
+    loop_kwargs.setdefault("max_parallel_calls", 4)
+    response_length = loop_kwargs.pop("response_length", None)
+    loops = [make_loop(cfg, tok, server, **loop_kwargs) for _ in rows]
+    if response_length:
+        for loop in loops:
+            loop.response_length = response_length
+    outs = await asyncio.gather(*(loop.run({"temperature": 1.0}, **row) for loop, row in zip(loops, rows)))
+    return outs, server
+
+
+async def reward_layout(out, row):
+    """HierR through the reward entry point (as verl's reward worker calls it), then the output's layout."""
+    extra_info = {**row["extra_info"], **out.extra_fields}
+    from slca_verl.agent_loop.reward import compute_score
+
+    reward = await compute_score(row["data_source"], "", row["reward_model"]["ground_truth"], extra_info, judge="offline_proxy")
+    out.reward_score = reward["score"]
+    out.extra_fields["reward_extra_info"] = reward
+    return reward, out.as_dict()

@@ -4,7 +4,6 @@ Every scenario checks that the segment ids line up token for token with the deco
 layout puts r_tool / r_sum where slca_grpo looks for them, summing to HierR's score.
 """
 
-import asyncio
 import json
 
 import pytest
@@ -19,6 +18,8 @@ from agent_loop_helpers import (
     compose_config,
     make_loop,
     make_row,
+    reward_layout,
+    rollout,
     runs,
 )
 
@@ -27,7 +28,6 @@ from slca_verl.agent_loop import (
     aggregate_agent_metrics,
     check_reward_config,
 )
-from slca_verl.agent_loop.reward import compute_score
 from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 
 
@@ -35,28 +35,6 @@ from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 @pytest.fixture(scope="module")
 def cfg():
     return compose_config()
-
-
-async def rollout(cfg, tok, scripts, rows, **loop_kwargs):
-    """Run every row through its own loop (as verl does), concurrently; return (outputs, server)."""
-    server = ScriptedServer(tok, scripts)
-    loop_kwargs.setdefault("max_parallel_calls", 4)
-    response_length = loop_kwargs.pop("response_length", None)
-    loops = [make_loop(cfg, tok, server, **loop_kwargs) for _ in rows]
-    if response_length:
-        for loop in loops:
-            loop.response_length = response_length
-    outs = await asyncio.gather(*(loop.run({"temperature": 1.0}, **row) for loop, row in zip(loops, rows)))
-    return outs, server
-
-
-async def reward_layout(out, row):
-    """HierR through the reward entry point (as verl's reward worker calls it), then the output's layout."""
-    extra_info = {**row["extra_info"], **out.extra_fields}
-    reward = await compute_score(row["data_source"], "", row["reward_model"]["ground_truth"], extra_info, judge="offline_proxy")
-    out.reward_score = reward["score"]
-    out.extra_fields["reward_extra_info"] = reward
-    return reward, out.as_dict()
 
 
 def trained_runs(tok, out):

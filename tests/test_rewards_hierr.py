@@ -181,7 +181,7 @@ def test_an_unknown_tool_invalidates_its_block():
 def test_string_encoded_arguments_are_invalid_unless_accepted():
     body = json.dumps({"name": "weather", "arguments": json.dumps({"city": "Paris"})})
     strict = invalid(body)
-    assert strict["fmt"] == 0.0 and "is a str" in strict["reason"]
+    assert strict["fmt"] == 0.0 and "got a JSON-encoded string" in strict["reason"]
     lenient = score(["<tool_call>" + body + "</tool_call>", REPLY], accept_string_arguments=True)
     assert lenient["r_tool"] == pytest.approx(1.0) and lenient["reason"] == ""
 
@@ -214,12 +214,12 @@ def test_missing_ground_truth_fields_give_defined_scores_and_reasons():
     out = score([CALL, REPLY], gt=no_allowed)
     assert out["r_tool"] == pytest.approx(1.0) and "allowed_tools missing" in out["reason"]
     no_gold = {k: v for k, v in GT.items() if k != "gold_tool_calls"}
-    out = score([CALL, REPLY], gt=no_gold)  # treated as "no call expected": name F1 0, parallel 0
-    assert out["no_call"] == 0 and "no gold_tool_calls" in out["reason"]
-    assert out["r_tool"] == pytest.approx(0.10 + 0.15 + 0.20)
+    out = score([CALL, REPLY], gt=no_gold)  # unscorable, not "no call expected" (that would pay 0.9 for abstaining)
+    assert out["gold_invalid"] == 1 and "no gold_tool_calls" in out["reason"]
+    assert out["r_tool"] == 0.0 and out["score"] == 0.0
     for bad in (None, "not json", 42, ["a"]):
         out = score([CALL, REPLY], gt=bad)
-        assert out["score"] == 0.0 and out["reason"].startswith("ground_truth is a")
+        assert out["score"] == 0.0 and out["reason"].startswith("ground_truth is a") and out["gold_invalid"] == 1
 
 
 def test_every_row_has_the_same_json_serialisable_scalar_keys():

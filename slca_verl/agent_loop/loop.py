@@ -70,6 +70,7 @@ METRIC_KEYS = (
     "no_schema_calls",  # any call in a row without tool schemas
     "validation_errors",  # rejected by SGLS against the schema (missing / wrong arguments)
     "simulator_errors",  # the simulator failed (not the policy's fault)
+    "internal_errors",  # the loop itself raised while answering a call (a bug): the call got an error response
     "dropped_calls",  # parallel calls beyond max_parallel_calls (not executed)
     "has_summary",  # 1 when the episode ends on a turn without a tool call
     "has_tool_segment",  # 1 when some trained turn made a tool call
@@ -247,9 +248,20 @@ class SLCAToolAgentLoop(ToolAgentLoop):
             agent_data.tool_calls = calls
 
     async def _call_tool(self, tool_call, tools_kwargs: dict[str, Any], agent_data: AgentData):
-        """Answer one call through SGLS with the row's schemas; errors become tool responses, never exceptions."""
+        """Answer one call through SGLS with the row's schemas; errors become tool responses, never exceptions.
+
+        Defence in depth: whatever answering one call raises (a bug here or in SGLS) ends as an error response
+        counted in ``internal_errors``, so one trajectory's bad call can never fail verl's gather of the batch."""
         traj = _STATE.get()
         traj.counts["tool_calls"] += 1
+        try:
+            return await self._answer_call(tool_call, traj)
+        except Exception as e:
+            logger.exception("%s: answering a call of %r raised", AGENT_NAME, getattr(tool_call, "name", None))
+            traj.counts["internal_errors"] += 1
+            return ToolResponse(text=f"Error: the tool call failed ({type(e).__name__})."), 0.0, {"sgls_status": "error"}
+
+    async def _answer_call(self, tool_call, traj: _Trajectory):
         error = getattr(tool_call, "error", None)
         if error:
             return self._reject(traj, "malformed_calls", f"Error: the tool call could not be parsed: {error}.")

@@ -8,8 +8,10 @@ log line, so the episode ends as if the model had answered without a call. This 
     <think> ... <tool_call>ignored while thinking</tool_call> ... </think>                           (stripped first)
     <tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>                                (string arguments)
 
-and turns every block it cannot read into a :class:`ParsedCall` with ``error`` set, so the agent loop answers it with
-the parse error as the tool response and the episode continues (the policy sees what it did wrong).
+It turns every block it cannot read into a :class:`ParsedCall` with ``error`` set, so the agent loop answers it with
+the parse error as the tool response and the episode continues (the policy sees what it did wrong). Each call
+object is read by :func:`slca_verl.rewards.parsing.read_call`, the rule HierR scores by, so what runs is what is
+scored (``"arguments": null`` beside ``"parameters"`` runs the parameters; ``"arguments": ""`` runs ``{}``).
 
 Use it from any verl tool agent with ``actor_rollout_ref.rollout.multi_turn.format=slca_hermes``; ``slca_tool_agent``
 uses it whenever ``multi_turn.format`` is ``hermes``.
@@ -28,7 +30,7 @@ from verl.experimental.agent_loop.tool_parser import (
 )
 from verl.utils.ray_utils import get_event_loop
 
-from slca_verl.rewards.parsing import CLOSE_TAG, OPEN_TAG, find_blocks, strip_think
+from slca_verl.rewards.parsing import CLOSE_TAG, OPEN_TAG, find_blocks, read_call, strip_think
 
 logger = logging.getLogger(__name__)
 
@@ -92,25 +94,11 @@ def _parse_block(body: str) -> list[ParsedCall]:
         return [_error(f"the <tool_call> block holds a JSON {type(parsed).__name__}, not an object or a list of objects")]
     out = []
     for obj in objs:
-        if not isinstance(obj, dict):
-            out.append(_error(f"a <tool_call> list holds a JSON {type(obj).__name__}, not an object"))
-            continue
-        name = obj.get("name")
-        if not isinstance(name, str) or not name:
-            out.append(_error('a tool call needs a string "name"'))
-            continue
-        args = obj.get("arguments", obj.get("parameters"))
-        if args is None:
-            args = {}
-        if isinstance(args, str):
-            try:
-                args = json.loads(args) if args.strip() else {}
-            except ValueError:
-                pass
-        if not isinstance(args, dict):
-            out.append(_error(f'"arguments" of {name!r} must be a JSON object, got {type(args).__name__}'))
-            continue
-        out.append(ParsedCall(name=name, arguments=json.dumps(args, ensure_ascii=False)))
+        call, err = read_call(obj, accept_string_arguments=True)  # the rule HierR scores by, so both see one call
+        if err:
+            out.append(_error(err))
+        else:
+            out.append(ParsedCall(name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False)))
     return out
 
 

@@ -13,6 +13,10 @@ DESIGN §2::
 
     success = 1[score / (w_tool + w_sum) >= tau]                                     (tau = 0.9)
 
+    gold that cannot be read (a call without a name, arguments that are not an object, a step that is not a list,
+    no gold_tool_calls, a ground truth that is not a dict): every component 0, gold_invalid = 1 and the reason, so
+    the row teaches nothing instead of being scored as an irrelevance row.
+
 The final reply judged is the text of the last assistant turn, after ``<think>`` stripping, when that turn wrote
 no tool call (an episode cut on a tool-call turn has no summary). Tool-call tags are counted in assistant turns only,
 so text inside tool responses can never count as a call.
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -59,7 +64,7 @@ RESULT_KEYS = (
     "judge_rating", "judge_failed", "judge_used", "success",
     "toolpo_success", "toolpo_action",
     "rltr_completion", "rltr_repeat", "rltr_error", "rltr_total",
-    "reason",
+    "gold_invalid", "reason",
 )  # fmt: skip
 
 
@@ -123,7 +128,8 @@ def empty_result(reason: str) -> dict:
     """All-zero row with a reason (for input that cannot be scored at all)."""
     row = {k: 0.0 for k in RESULT_KEYS}
     row.update({k: 0 for k in ("no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses",
-                               "format_valid", "judge_rating", "judge_failed", "judge_used", "success")})
+                               "format_valid", "judge_rating", "judge_failed", "judge_used", "success",
+                               "gold_invalid")})
     row["reason"] = reason
     return row
 
@@ -174,7 +180,9 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     gt = parse_ground_truth(ground_truth)
     reasons = list(gt.reasons)
     if gt.reasons and gt.reasons[0].startswith("ground_truth is a"):
-        return empty_result(reasons[0])
+        return {**empty_result(reasons[0]), "gold_invalid": 1}
+    if gt.gold_errors:  # scoring it as an irrelevance row would reward not calling: 0 for every rollout instead
+        return {**empty_result("unreadable gold: " + "; ".join(gt.gold_errors[:3])[:400]), "gold_invalid": 1}
 
     text = "\n".join(strip_think(t) for t in assistant_texts)
     parsed = parse_tool_calls(text, gt.allowed_tools, accept_string_arguments=cfg.accept_string_arguments)
@@ -186,7 +194,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
 
     comps = execution_components(parsed, gt.gold_steps)
     baselines = baseline_rewards(parsed, gold, no_call=no_call, no_call_penalty=cfg.no_call_penalty, rltr=cfg.rltr)
-    overlap = sum(min(sum(p.name == n for p in pred), sum(g.name == n for g in gold)) for n in {p.name for p in pred})
+    overlap = sum((Counter(p.name for p in pred) & Counter(g.name for g in gold)).values())
 
     verdict, judge_used = Verdict(0), 0
     reply = final_reply(assistant_texts)
@@ -221,6 +229,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         "judge_used": judge_used,
         "success": int(norm > 0 and score / norm >= cfg.success_tau - 1e-12),
         **{k: float(v) for k, v in baselines.items()},
+        "gold_invalid": 0,
         "reason": "; ".join(dict.fromkeys(r for r in reasons if r))[:500],
     }
     for k, v in row.items():

@@ -155,27 +155,47 @@ def _parse_block(body: str, allowed: set[str] | None, accept_string_arguments: b
         return [], f"tool_call JSON is {type(parsed).__name__}, not an object or a list of objects"
     calls = []
     for obj in objs:
-        if not isinstance(obj, dict):
-            return [], f"tool_call list holds a {type(obj).__name__}, not an object"
-        name = obj.get("name")
-        if not isinstance(name, str) or not name:
-            return [], "tool_call without a string name"
-        if allowed is not None and name not in allowed:
-            return [], f"unknown tool {name[:64]!r}"
-        args = obj.get("arguments")
-        if args is None:
-            args = obj.get("parameters")
-        if args is None:
-            args = {}
-        if isinstance(args, str) and accept_string_arguments:
-            try:
-                args = json.loads(args)
-            except ValueError:
-                pass
-        if not isinstance(args, dict):
-            return [], f"arguments of {name[:64]!r} is a {type(args).__name__}, not an object"
-        calls.append(ToolCall(name=name, arguments=args))
+        call, err = read_call(obj, accept_string_arguments=accept_string_arguments)
+        if err:
+            return [], err
+        if allowed is not None and call.name not in allowed:
+            return [], f"unknown tool {call.name[:64]!r}"
+        calls.append(call)
     return calls, ""
+
+
+def read_call(obj: Any, *, accept_string_arguments: bool) -> tuple[ToolCall | None, str]:
+    """One call object of a ``<tool_call>`` block as (call, "") or (None, reason). The one rule for what a policy
+    called, shared by the agent loop (what runs) and HierR (what is scored), so the two never disagree:
+
+    - ``name``: a non-empty string;
+    - arguments: the first non-empty of ``arguments`` and ``parameters`` (None, "", {} count as empty), else ``{}``
+      — the authors' ``obj.get("arguments") or obj.get("parameters") or {}``; so ``"arguments": null`` beside
+      ``"parameters": {...}`` takes the parameters and ``"arguments": ""`` means no arguments;
+    - a string holding a JSON object is decoded only with ``accept_string_arguments`` (the loop runs such calls;
+      HierR, like the authors' reward, counts them invalid unless ``reward_kwargs.accept_string_arguments``);
+    - anything else that is not an object is a reason.
+    """
+    if not isinstance(obj, dict):
+        return None, f"a <tool_call> list holds a JSON {type(obj).__name__}, not an object"
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        return None, 'a tool call needs a string "name"'
+    args = next((v for v in (obj.get("arguments"), obj.get("parameters")) if not _empty_arguments(v)), {})
+    if isinstance(args, str):
+        if not accept_string_arguments:
+            return None, f'"arguments" of {name[:64]!r} must be a JSON object, got a JSON-encoded string'
+        try:
+            args = json.loads(args)
+        except (ValueError, RecursionError):
+            return None, f'"arguments" of {name[:64]!r} must be a JSON object, got a string that is not JSON'
+    if not isinstance(args, dict):
+        return None, f'"arguments" of {name[:64]!r} must be a JSON object, got a {type(args).__name__}'
+    return ToolCall(name=name, arguments=args), ""
+
+
+def _empty_arguments(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, dict)) and not (value.strip() if isinstance(value, str) else value))
 
 
 @dataclass
@@ -230,6 +250,7 @@ class GroundTruth:
     tool_schemas: Any
     subset_name: str
     reasons: list[str] = field(default_factory=list)
+    gold_errors: list[str] = field(default_factory=list)
 
     @property
     def gold_calls(self) -> list[ToolCall]:
@@ -245,16 +266,50 @@ def _maybe_json(obj: Any) -> Any:
     return obj
 
 
-def _gold_call(item: Any) -> ToolCall | None:
-    if isinstance(item, str):
-        return ToolCall(name=item, arguments={})
-    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-        return None
-    args = item.get("arguments")
-    if args is None:
-        args = item.get("parameters")
-    args = _maybe_json(args)
-    return ToolCall(name=item["name"], arguments=args if isinstance(args, dict) else {})
+def _gold_call(item: Any) -> tuple[ToolCall | None, str]:
+    """One gold call as (call, "") or (None, why it cannot be scored). Accepts ``{"name", "arguments"}`` (or
+    ``parameters``; a JSON string of an object is decoded), the OpenAI form ``{"type": "function", "function":
+    {...}}`` and a bare name (names-only gold: arguments are not checked). Never guesses: arguments that are a
+    list or a string that is not a JSON object would otherwise give any predicted arguments full credit."""
+    if isinstance(item, str) and item:
+        return ToolCall(name=item, arguments={}), ""
+    if isinstance(item, dict) and isinstance(item.get("function"), dict) and "name" not in item:
+        item = item["function"]
+    if not isinstance(item, dict):
+        return None, f"a gold call is a {type(item).__name__}, not an object or a name"
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        return None, f"a gold call has no string name ({str(name)[:40]!r})"
+    args = next((v for v in (item.get("arguments"), item.get("parameters")) if not _empty_arguments(v)), {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except (ValueError, RecursionError):
+            return None, f"gold arguments of {name[:64]!r} are a string that is not JSON"
+    if not isinstance(args, dict):
+        return None, f"gold arguments of {name[:64]!r} are a {type(args).__name__}, not an object"
+    return ToolCall(name=name, arguments=args), ""
+
+
+def _gold_steps(raw_gold: list) -> tuple[list[list[ToolCall]], list[str]]:
+    """Nested steps ``[[call, …], …]`` or a flat list ``[call, …]`` (one step) → (steps, errors). Empty steps are
+    skipped (they hold no call); an unreadable call or a step that is not a list is an error, never dropped."""
+    nested = any(isinstance(s, list) for s in raw_gold)
+    steps, errors = [], []
+    for n, step in enumerate(raw_gold if nested else [raw_gold]):
+        if not isinstance(step, list):
+            errors.append(f"gold step {n} is a {type(step).__name__}, not a list of calls")
+            continue
+        calls = []
+        for item in step:
+            call, err = _gold_call(item)
+            if err:
+                errors.append(err)
+            else:
+                calls.append(call)
+        if calls:
+            steps.append(calls)
+    return steps, errors
 
 
 def parse_ground_truth(ground_truth: Any) -> GroundTruth:
@@ -262,6 +317,8 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
 
     ``gold_tool_calls`` may be nested steps ``[[call, …], …]`` or a flat list ``[call, …]`` (one step).
     ``allowed_tools`` missing → taken from ``tool_schemas`` names, else None (any tool name is accepted).
+    Gold that cannot be read (see :func:`_gold_call`) sets ``gold_errors``; HierR then scores the row 0 with
+    ``gold_invalid`` = 1 instead of scoring it as an irrelevance row.
     """
     reasons = []
     gt = to_python(_maybe_json(ground_truth))
@@ -270,16 +327,13 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
 
     raw_gold = to_python(_maybe_json(gt.get("gold_tool_calls")))
     steps: list[list[ToolCall]] = []
+    gold_errors: list[str] = []
     if raw_gold is None:
-        reasons.append("ground_truth has no gold_tool_calls")
+        gold_errors.append("ground_truth has no gold_tool_calls (an irrelevance row has [])")
     elif not isinstance(raw_gold, list):
-        reasons.append(f"gold_tool_calls is a {type(raw_gold).__name__}, not a list")
+        gold_errors.append(f"gold_tool_calls is a {type(raw_gold).__name__}, not a list")
     else:
-        nested = any(isinstance(s, list) for s in raw_gold)
-        for step in raw_gold if nested else [raw_gold]:
-            calls = [c for c in (_gold_call(i) for i in (step if isinstance(step, list) else [])) if c]
-            if calls:
-                steps.append(calls)
+        steps, gold_errors = _gold_steps(raw_gold)
 
     schemas = to_python(_maybe_json(gt.get("tool_schemas")))
     allowed_raw = to_python(_maybe_json(gt.get("allowed_tools")))
@@ -300,6 +354,7 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
         tool_schemas=schemas,
         subset_name=str(gt.get("subset_name") or ""),
         reasons=reasons,
+        gold_errors=gold_errors,
     )
 
 
