@@ -60,6 +60,22 @@ def test_a_bare_import_verl_registers_the_estimator_and_the_trainer_mode():
     assert proc.stdout.split() == ["slca_verl.core_algos", "SLCASyncTrainer"]
 
 
+def test_importing_a_plugin_module_first_still_registers_everything():
+    # a script whose first line imports core_algos used to start verl's plugin loading from inside the half-imported
+    # module: slca_sync and the baselines then failed to register (with a warning) and the run could not start
+    proc = run_python(
+        """
+        from slca_verl.core_algos import compute_slca_grpo_advantage
+        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+        from verl.trainer.ppo.v1 import get_trainer_cls
+        print(get_trainer_cls("slca_sync").__name__, get_adv_estimator_fn("toolpo").__module__)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["SLCASyncTrainer", "slca_verl.baselines"]
+    assert "failed to register" not in proc.stderr
+
+
 def test_plugins_disabled_by_verl_leave_the_estimator_unregistered():
     proc = run_python(
         """
