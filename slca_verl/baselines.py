@@ -28,6 +28,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from slca_verl import segments
 from slca_verl.core_algos import (
+    check_batch,
     check_finite_rows,
     estimator_settings,
     explicit_segment_ids,
@@ -119,6 +120,7 @@ def compute_toolpo_advantage(
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = estimator_settings(config, "toolpo", "toolpo", {"lambda_action": 1.0, "epsilon": 1e-6})
+    check_batch("toolpo", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
         advantages = torch.zeros_like(token_level_rewards)
         return advantages, advantages
@@ -193,6 +195,7 @@ def compute_rltr_advantage(
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = estimator_settings(config, "rltr", "rltr", {"epsilon": 1e-6})
+    check_batch("rltr", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
         advantages = torch.zeros_like(token_level_rewards)
         return advantages, advantages

@@ -150,6 +150,30 @@ def explicit_segment_ids(
     return segment_ids
 
 
+def check_batch(estimator: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any) -> None:
+    """Raise a ValueError that says what is wrong with a batch, instead of a shape error from deep inside torch.
+
+    Checks: rewards and mask are 2-D with the same shape; ``index`` has one uid per row, none of them None or NaN
+    (such rows would silently form one group of unrelated prompts).
+    """
+    if token_level_rewards.dim() != 2 or tuple(response_mask.shape) != tuple(token_level_rewards.shape):
+        raise ValueError(
+            f"{estimator}: token_level_rewards has shape {tuple(token_level_rewards.shape)} and response_mask "
+            f"{tuple(response_mask.shape)}; both must be (batch_size, response_length)"
+        )
+    uids = np.asarray(index, dtype=object).reshape(-1) if index is not None else np.empty(0, dtype=object)
+    if len(uids) != token_level_rewards.shape[0]:
+        raise ValueError(
+            f"{estimator}: index (the uid of each response) has {len(uids)} entries for {token_level_rewards.shape[0]} "
+            f"responses; verl gives one uid per response"
+        )
+    missing = np.flatnonzero((uids == None) | (uids != uids))  # noqa: E711  (elementwise; NaN != NaN)
+    if missing.size:
+        raise ValueError(
+            f"{estimator}: the uid of rows {missing[:5].tolist()} is None or NaN; every response needs its prompt's uid"
+        )
+
+
 def group_index(index: np.ndarray, device) -> tuple[torch.Tensor, int]:
     """Group ids in [0, G) for verl's uid array, and G."""
     gidx = as_torch_index(index, device=device)
@@ -193,7 +217,9 @@ def group_zscore(
         A_i = 0 where not present_i or fewer than 2 rows of g are present.
 
     The arithmetic follows verl's ``group_mean_std`` step for step, so that with every row present the result is
-    bit-identical to ``grpo_vectorized`` (for groups of two or more).
+    bit-identical to ``grpo_vectorized`` (for groups of two or more). Where float32 overflows (reward differences
+    beyond ~1e19 square past float32's range; verl's estimators then give all-zero advantages), the statistics are
+    computed again in float64; nothing changes for rewards of ordinary size.
     """
     p = present.to(scores.dtype)
     count = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, p)
@@ -202,6 +228,8 @@ def group_zscore(
     centered = scores - mean[gidx]
     sq = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, centered * centered * p)
     std = torch.sqrt(torch.clamp(sq / (count - 1.0).clamp_min(1.0), min=0.0))
+    if scores.dtype == torch.float32 and not bool(torch.isfinite(std).all() & torch.isfinite(mean).all()):
+        return group_zscore(scores.double(), present, gidx, num_groups, epsilon, norm_by_std).float()
     adv = centered / (std[gidx] + epsilon) if norm_by_std else centered
     keep = present & (count[gidx] >= 2)
     return torch.where(keep, adv, torch.zeros_like(adv))
@@ -276,6 +304,7 @@ def compute_slca_grpo_advantage(
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = slca_settings(config)
+    check_batch("slca_grpo", token_level_rewards, response_mask, index)
     segment_ids = explicit_segment_ids("slca_grpo", response_mask, segment_ids)
 
     if token_level_rewards.numel() == 0:  # no responses, or zero-length responses: nothing to credit
