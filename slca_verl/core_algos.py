@@ -108,6 +108,11 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
     out = {}
     for k, default in known.items():
         value = values.get(k, default)
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} must be true or false")
+            out[k] = value
+            continue
         try:
             if isinstance(value, bool):
                 raise TypeError
@@ -125,10 +130,20 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
     return out
 
 
+SLCA_DEFAULTS = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6, "abstention_credit": False}
+
+
 def slca_settings(config: Any) -> dict:
-    """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon}`` and verl's own
-    ``algorithm.norm_adv_by_std_in_grpo``."""
-    return estimator_settings(config, "slca_grpo", "slca", {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6})
+    """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon,abstention_credit}`` and verl's
+    own ``algorithm.norm_adv_by_std_in_grpo``.
+
+    ``abstention_credit`` (default false, the paper's behaviour) is carried out by the segment ids, not here:
+    ``slca_tool_agent`` reads the same key and labels the first reply token of a rollout without a tool segment —
+    the token where the policy chose to answer instead of calling — as that rollout's tool segment, and the ``slca``
+    layout puts the rollout's r_tool there. The rollout then takes part in the tool normalisation and its execution
+    advantage lands on that decision token (docs/credit_assignment.md, "Abstention").
+    """
+    return estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
 
 
 def explicit_segment_ids(
@@ -247,6 +262,15 @@ def _row_blocks(bs: int, L: int) -> list[tuple[int, int]]:
     return [(a, min(a + step, bs)) for a in range(0, bs, step)]
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        logger.warning(message)
+
+
 def _warn_if_scalar_reward(r_tool: torch.Tensor, has_tool: torch.Tensor) -> None:
     """Warn once when tool segments exist but none carries any reward: the plain-scalar-reward pattern."""
     global _warned_scalar_reward
@@ -306,6 +330,13 @@ def compute_slca_grpo_advantage(
     cfg = slca_settings(config)
     check_batch("slca_grpo", token_level_rewards, response_mask, index)
     segment_ids = explicit_segment_ids("slca_grpo", response_mask, segment_ids)
+    if cfg["abstention_credit"] and segment_ids is None:
+        _warn_once(
+            "abstention_credit",
+            "slca_grpo: algorithm.slca.abstention_credit=true has no effect without explicit segment ids: it is the "
+            "slca_tool_agent loop (with the slca_sync trainer) that labels the decision token of a rollout without "
+            "tool calls. (Shown once.)",
+        )
 
     if token_level_rewards.numel() == 0:  # no responses, or zero-length responses: nothing to credit
         advantages = torch.zeros_like(token_level_rewards)

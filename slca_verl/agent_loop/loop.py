@@ -74,8 +74,9 @@ METRIC_KEYS = (
     "dropped_calls",  # parallel calls beyond max_parallel_calls (not executed)
     "has_summary",  # 1 when the episode ends on a turn without a tool call
     "has_tool_segment",  # 1 when some trained turn made a tool call
-    "tool_tokens",  # trained tokens labelled TOOL in slca_segment_ids
+    "tool_tokens",  # trained tokens of tool-call turns (abstention_credit's decision token not counted)
     "summary_tokens",  # trained tokens labelled SUMMARY in slca_segment_ids
+    "decision_tokens",  # 1 when abstention_credit labelled the first reply token of a tool-less rollout TOOL
 )
 
 _STATE: contextvars.ContextVar[_Trajectory | None] = contextvars.ContextVar("slca_trajectory", default=None)
@@ -186,6 +187,8 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         resolve_layout(reward_layout)  # an unknown name fails here, not after the first rollout
         check_reward_config(self.config, reward_layout)
         self.reward_layout = reward_layout
+        # +algorithm.slca.abstention_credit: the estimator's option, carried out here (see label_decision_token)
+        self.abstention_credit = bool(OmegaConf.select(self.config, "algorithm.slca.abstention_credit", default=False))
         self.render_tools_in_prompt = render_tools_in_prompt
         self.sgls_tool = get_sgls_tool(to_container(sgls), sgls_config_path, tools.tools if tools else None)
 
@@ -338,6 +341,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         counts["summary_tokens"] = segment_ids.count(SUMMARY)
         counts["has_summary"] = int(counts["summary_tokens"] > 0)
         counts["has_tool_segment"] = int(counts["tool_tokens"] > 0)
+        counts["decision_tokens"] = int(self.abstention_credit and label_decision_token(segment_ids))
         extra = dict(output.extra_fields)
         extra["slca_trajectory"] = {"assistant_texts": texts, "tool_responses": list(traj.tool_responses)}
         extra["slca_agent_metrics"] = dict(counts)
@@ -345,6 +349,19 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         fields = {k: getattr(output, k) for k in output.model_fields_set}
         fields["extra_fields"] = extra
         return SLCAAgentLoopOutput(**fields, segment_ids=segment_ids, reward_layout=self.reward_layout)
+
+
+def label_decision_token(segment_ids: list[int]) -> bool:
+    """``algorithm.slca.abstention_credit``: in a rollout without a tool segment, label the first reply token — where
+    the policy chose to answer instead of writing ``<tool_call>`` — TOOL, in place. The ``slca`` layout then puts
+    the rollout's r_tool on it, so the rollout takes part in the tool normalisation and its execution advantage
+    lands on its decision, as a caller's does on its ``<tool_call>`` tokens. A one-token reply stays as it is (its
+    only token carries r_sum). Returns whether a token was relabelled.
+    """
+    if TOOL in segment_ids or segment_ids.count(SUMMARY) < 2:
+        return False
+    segment_ids[segment_ids.index(SUMMARY)] = TOOL
+    return True
 
 
 def _accumulate(counts: dict[str, int]) -> None:

@@ -17,7 +17,7 @@ Keyword arguments (all optional):
     judge_base_urls, judge_model, judge_api_key, judge_timeout_s (30), judge_max_retries (3),
     judge_max_concurrency (64), judge_max_tokens (512), judge_deadline_s (None), judge_structured_output (False),
     judge_parse_retries (0): the LLM judge and its shared ``slca_verl.sgls.client.ChatClient``.
-    w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments,
+    w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments, judge_direct_replies,
     weights={fmt, name, key, value, parallel}, rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
 """
 

@@ -4,7 +4,9 @@ DESIGN §2::
 
     R_tool = Σ_c w_c * c,   c ∈ {fmt, name_f1, key, value, parallel}                (slca_verl.rewards.execution)
     R_sum  = (rating - 1) / 4 from the judge; 0 without a tool response, with a reply under 10 characters,
-             or when the judge fails (counted in ``judge_failed``)
+             or when the judge fails (counted in ``judge_failed``). With ``judge_direct_replies`` a reply
+             written without any call on a row whose gold has no calls is judged too (the judge sees no tool
+             response and rates whether the reply answers or declines appropriately)
     score  = w_tool * R_tool + w_sum * R_sum                                         (both weights 1.0)
 
     no-call penalty: gold calls exist and the assistant wrote no <tool_call> tag →
@@ -79,6 +81,7 @@ class HierRConfig:
     min_reply_chars: int = 10
     success_tau: float = 0.9
     accept_string_arguments: bool = False
+    judge_direct_replies: bool = False
     rltr: RLTRWeights = field(default_factory=RLTRWeights)
 
     @classmethod
@@ -203,7 +206,9 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         r_tool, r_sum, score = 0.0, cfg.no_call_penalty, cfg.no_call_penalty
     else:
         r_tool = execution_reward(comps, cfg.weights)
-        if judge is not None and tool_responses and len(reply) >= cfg.min_reply_chars:
+        # judge_direct_replies: on an irrelevance row a reply without any call is judged too (docs/rewards.md)
+        direct = cfg.judge_direct_replies and not gold and parsed.open_tags == 0 and not tool_responses
+        if judge is not None and (tool_responses or direct) and len(reply) >= cfg.min_reply_chars:
             judge_used = 1
             verdict = await judge.rate(question if question is not None else gt.question, tool_responses, reply)
             if verdict.failed:
