@@ -147,8 +147,9 @@ class Decoded:
 
     tool_name: str
     city: str
-    call_text: str  # the assistant's tool-call turn, hermes format
+    call_text: str  # the assistant's tool-call turn, hermes format ("" when the policy abstained)
     reply_words: tuple[str, ...]
+    abstained: bool = False  # slot 0 was NO_CALL: a direct reply, no tool call (irrelevance extension)
 
     @property
     def reply_text(self) -> str:
@@ -156,12 +157,15 @@ class Decoded:
 
 
 def decode(response_ids: list[int]) -> Decoded:
-    """Response token ids (RESPONSE_LEN) -> the hermes tool-call turn and the reply."""
+    """Response token ids (RESPONSE_LEN) -> the hermes tool-call turn and the reply (or a direct reply when slot 0
+    is NO_CALL, which only the irrelevance extension's grammar allows)."""
+    words = tuple(EXT_VOCAB[t].split(":", 1)[1] for t in response_ids[3:])
+    if response_ids[0] == NO_CALL:
+        return Decoded("", "", "", words, abstained=True)
     name = VOCAB[response_ids[0]].split(":", 1)[1]
     city = VOCAB[response_ids[1]].split(":", 1)[1]
     call = {"name": name, "arguments": {"city": city}}
     call_text = "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
-    words = tuple(VOCAB[t].split(":", 1)[1] for t in response_ids[3:])
     return Decoded(name, city, call_text, words)
 
 
@@ -204,3 +208,67 @@ class NoisyReferenceJudge:
 
     def metrics(self) -> dict:
         return {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Irrelevance extension (docs/credit_assignment.md, "Abstention"): chat prompts whose right answer is a direct reply.
+#
+# The base task above is unchanged (its vocabulary, grammar and so every recorded figure stay as they were); the
+# extension appends tokens, and its grammar lets slot 0 be NO_CALL, the decision to answer without a tool:
+#
+#     prompt   [BOS, chat intent, city]              "Tell me a joke about paris?"   gold: no call (irrelevance)
+#     response [NO_CALL, -, -, S1, S2, S3, S4]       slots 1-2 unused (response_mask 0), the reply as before
+#               segment ids 2 0 0 2 2 2 2 (NO_CALL is the reply's first token: the decision token), or
+#                           1 0 0 2 2 2 2 with abstention credit (the decision token labelled TOOL)
+#
+# A tool prompt may be answered with NO_CALL too (HierR's no-call penalty), and a chat prompt with a call
+# (r_tool 0.45: fmt, key and value; name F1 and parallel 0).
+
+CHAT_INTENTS = ("joke", "poem")
+EXT_VOCAB = VOCAB + tuple(f"q:{w}" for w in CHAT_INTENTS) + ("tool:<none>",)
+EXT_TOK = {t: i for i, t in enumerate(EXT_VOCAB)}
+NO_CALL = EXT_TOK["tool:<none>"]
+CHAT_INTENT_IDS = [EXT_TOK[f"q:{w}"] for w in CHAT_INTENTS]
+ABSTAIN_SLOT_CHOICES: list[list[int] | None] = [NAME_IDS + [NO_CALL], ARG_IDS, None] + [WORD_IDS] * SUMMARY_LEN
+ABSTAIN_SEGMENT_IDS = [2, 0, 0] + [2] * SUMMARY_LEN
+ABSTAIN_CREDIT_SEGMENT_IDS = [1, 0, 0] + [2] * SUMMARY_LEN
+ABSTAIN_RESPONSE_MASK = [1, 0, 0] + [1] * SUMMARY_LEN
+
+
+@dataclass(frozen=True)
+class ChatTask:
+    """A prompt no tool can answer: the right response is a direct reply (gold ``[]``, an irrelevance row)."""
+
+    intent: int  # index into CHAT_INTENTS
+    city: int
+
+    @property
+    def question(self) -> str:
+        return f"Tell me a {CHAT_INTENTS[self.intent]} about {CITIES[self.city]}?"
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return [BOS, CHAT_INTENT_IDS[self.intent], CITY_IDS[self.city]]
+
+    def ground_truth(self) -> dict:
+        return {"allowed_tools": list(TOOL_NAMES), "gold_tool_calls": [], "question_content": self.question,
+                "subset_name": "irrelevant"}  # fmt: skip
+
+
+CHAT_TASKS = [ChatTask(i, c) for i in range(len(CHAT_INTENTS)) for c in range(len(CITIES))]
+
+
+def all_references() -> dict[str, tuple[str, ...]]:
+    """Reference reply per question, tool tasks and chat tasks (chat replies from a second fixed seed)."""
+    refs = {t.question: r for t, r in zip(ALL_TASKS, [reference_replies()[(t.intent, t.city)] for t in ALL_TASKS])}
+    rng = random.Random(REFERENCE_SEED + 1)
+    for t in CHAT_TASKS:
+        refs[t.question] = tuple(rng.choice(SUMMARY_WORDS) for _ in range(SUMMARY_LEN))
+    return refs
+
+
+def response_layout(response_ids: list[int], abstention_credit: bool = False) -> tuple[list[int], list[int]]:
+    """(segment ids, response mask) of one response of the extension's grammar."""
+    if response_ids[0] != NO_CALL:
+        return SEGMENT_IDS, RESPONSE_MASK
+    return (ABSTAIN_CREDIT_SEGMENT_IDS if abstention_credit else ABSTAIN_SEGMENT_IDS), ABSTAIN_RESPONSE_MASK

@@ -58,7 +58,7 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn
 import ca_task as T  # noqa: E402
 from ca_policy import TinyPolicy  # noqa: E402
 from slca_verl.reward_layout import get_layout  # noqa: E402
-from slca_verl.rewards import score_trajectory  # noqa: E402
+from slca_verl.rewards import HierRConfig, score_trajectory  # noqa: E402
 from slca_verl.sgls import Simulator  # noqa: E402
 
 try:  # the ToolPO / RLTR estimators and layouts (slca_verl.baselines); absent in older checkouts
@@ -75,7 +75,15 @@ METHODS = {
     "toolpo": ("toolpo", "toolpo"),
     "rltr": ("rltr", "rltr"),
     "gdpo": ("gdpo", "scalar"),
+    # the abstention fixes (docs/credit_assignment.md, "Abstention"); they matter only with --irrelevance > 0
+    "slca_grpo_judge": ("slca_grpo", "slca"),
+    "slca_grpo_credit": ("slca_grpo", "slca"),
+    "slca_grpo_both": ("slca_grpo", "slca"),
 }
+#: method -> (HierR judge_direct_replies, algorithm.slca.abstention_credit)
+FIXES = {"slca_grpo_judge": (True, False), "slca_grpo_credit": (False, True), "slca_grpo_both": (True, True)}
+BASE_METHODS = ["grpo", "slca_grpo", "toolpo", "rltr", "gdpo"]
+ABSTENTION_METHODS = ["grpo", "slca_grpo", "slca_grpo_judge", "slca_grpo_credit", "slca_grpo_both"]
 SEGMENT_AWARE = {"slca_grpo", "toolpo", "rltr"}  # estimators that take segment_ids=
 GDPO_KEYS = ["r_tool", "r_sum"]
 
@@ -97,6 +105,7 @@ class RunConfig:
     n_layers: int = 2
     lambda_sum: float = 1.0  # slca_grpo's algorithm.slca.lambda_sum (diagnostics; 1.0 is the method)
     loss_on: str = "all"  # "all" response tokens, or "tool" tokens only (diagnostics)
+    irrelevance: float = 0.0  # share of each step's prompts that are chat prompts (gold: no call); 0 = base task
 
 
 def actor_config(clip_ratio: float):
@@ -117,7 +126,7 @@ def pearson(x: list[float], y: list[float]) -> float:
 
 @torch.no_grad()
 def evaluate(policy: TinyPolicy, references) -> tuple[float, float]:
-    """Greedy decoding of every task: (tool accuracy, mean noise-free reply quality)."""
+    """Greedy decoding of every tool task: (tool accuracy, mean noise-free reply quality)."""
     prompts = torch.tensor([t.prompt_ids for t in T.ALL_TASKS])  # (24, 3)
     resp, _ = policy.sample(prompts, greedy=True)  # (24, R)
     acc, q = 0.0, 0.0
@@ -128,40 +137,62 @@ def evaluate(policy: TinyPolicy, references) -> tuple[float, float]:
     return acc / len(T.ALL_TASKS), q / len(T.ALL_TASKS)
 
 
-async def score_rollouts(tasks, responses, noise, uids, sim, sim_nocache, references, grounding):
+@torch.no_grad()
+def evaluate_abstention(policy: TinyPolicy, references) -> tuple[float, float]:
+    """Greedy decoding of every chat task: (abstention accuracy, mean noise-free reply quality)."""
+    prompts = torch.tensor([t.prompt_ids for t in T.CHAT_TASKS])  # (12, 3)
+    resp, _ = policy.sample(prompts, greedy=True)
+    decoded = [T.decode(r) for r in resp.tolist()]
+    acc = sum(d.abstained for d in decoded) / len(decoded)
+    q = sum(T.reply_quality(d.reply_text, references[t.question]) for t, d in zip(T.CHAT_TASKS, decoded))
+    return acc, q / len(decoded)
+
+
+async def score_rollouts(tasks, responses, noise, uids, sim, sim_nocache, references, grounding,
+                         judge_direct_replies: bool = False):
     """SGLS + HierR for every rollout of the batch, concurrently. Returns the HierR reward dicts."""
     tools = T.tool_schemas()
+    config = HierRConfig(judge_direct_replies=judge_direct_replies)
 
-    async def one(task: T.Task, resp: list[int], eps: float, uid: str) -> dict:
+    async def one(task, resp: list[int], eps: float, uid: str) -> dict:
         d = T.decode(resp)
+        if d.abstained:  # a direct reply: no call, no tool response
+            judge = T.NoisyReferenceJudge(references, noise=eps)
+            return await score_trajectory([d.reply_text], [], task.ground_truth(), judge=judge, config=config)
         args = {"city": d.city}
         res = await sim.call(d.tool_name, args, tool_schemas=tools, scope=uid)
         await sim_nocache.call(d.tool_name, args, tool_schemas=tools)  # only counted
-        correct = d.tool_name == T.TOOL_NAMES[task.intent] and d.city == T.CITIES[task.city]
+        correct = isinstance(task, T.Task) and d.tool_name == T.TOOL_NAMES[task.intent] and d.city == T.CITIES[task.city]
         judge = T.NoisyReferenceJudge(references, noise=eps, call_correct=correct, grounding=grounding)
-        return await score_trajectory([d.call_text, d.reply_text], [res.text], task.ground_truth(), judge=judge)
+        return await score_trajectory([d.call_text, d.reply_text], [res.text], task.ground_truth(), judge=judge,
+                                      config=config)
 
     return await asyncio.gather(*(one(t, r, e, u) for t, r, e, u in zip(tasks, responses, noise, uids)))
 
 
 def advantages_for(method: str, rewards: list[dict], uids: np.ndarray, prompts: torch.Tensor,
-                   lambda_sum: float = 1.0) -> torch.Tensor:
-    """Token-level rewards through the method's layout, then the method's registered estimator. (bs, R)."""
+                   lambda_sum: float = 1.0, segment_ids: torch.Tensor | None = None,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Token-level rewards through the method's layout, then the method's registered estimator. (bs, R).
+
+    ``segment_ids`` / ``mask`` (bs, R): per-row layouts (the irrelevance extension); default the base task's row."""
     estimator, layout_name = METHODS[method]
     layout = get_layout(layout_name)
-    seg1d = torch.tensor(T.SEGMENT_IDS, dtype=torch.int8)
-    token_rewards = torch.stack([layout(seg1d, r)[0] for r in rewards])  # (bs, R)
-    bs = token_rewards.shape[0]
-    mask = torch.tensor(T.RESPONSE_MASK, dtype=torch.float32).expand(bs, -1).contiguous()  # (bs, R)
+    bs = len(rewards)
+    if segment_ids is None:
+        segment_ids = torch.tensor(T.SEGMENT_IDS, dtype=torch.int8).expand(bs, -1)
+        mask = torch.tensor(T.RESPONSE_MASK, dtype=torch.float32).expand(bs, -1)
+    segment_ids, mask = segment_ids.to(torch.int8).contiguous(), mask.to(torch.float32).contiguous()  # (bs, R)
+    token_rewards = torch.stack([layout(ids, r)[0] for ids, r in zip(segment_ids, rewards)])  # (bs, R)
     config = {"norm_adv_by_std_in_grpo": True}
     if estimator == "slca_grpo":
-        config["slca"] = {"lambda_sum": lambda_sum}
+        config["slca"] = {"lambda_sum": lambda_sum, "abstention_credit": FIXES.get(method, (False, False))[1]}
     if estimator == "gdpo":
         config["gdpo_reward_keys"] = GDPO_KEYS
     config = OmegaConf.create(config)
     kwargs = dict(token_level_rewards=token_rewards, response_mask=mask, index=uids, config=config)
     if estimator in SEGMENT_AWARE:
-        kwargs["segment_ids"] = seg1d.expand(bs, -1).contiguous()
+        kwargs["segment_ids"] = segment_ids
     if estimator == "gdpo":
         kwargs["non_tensor_batch"] = {k: np.array([r[k] for r in rewards], dtype=np.float32) for k in GDPO_KEYS}
         kwargs["batch"] = {"prompts": prompts,
@@ -176,42 +207,52 @@ def run(cfg: RunConfig) -> dict:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    policy = TinyPolicy(d_model=cfg.d_model, n_layers=cfg.n_layers, seed=cfg.seed)
+    chat = cfg.irrelevance > 0  # the irrelevance extension: its grammar, vocabulary and chat prompts
+    judge_direct, credit = FIXES.get(cfg.method, (False, False))
+    policy = TinyPolicy(d_model=cfg.d_model, n_layers=cfg.n_layers, seed=cfg.seed, abstain=chat)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     loss_fn = get_policy_loss_fn("vanilla")
     actor_cfg = actor_config(cfg.clip_ratio)
-    references = {t.question: refs for t, refs in zip(T.ALL_TASKS, [T.reference_replies()[(t.intent, t.city)] for t in T.ALL_TASKS])}
+    references = T.all_references()
     sim = Simulator({"backend": "offline", "cache_scope": "group", "seed": 0})
     sim_nocache = Simulator({"backend": "offline", "cache_scope": "none", "seed": 0})
     loop = asyncio.new_event_loop()
-    mask_row = torch.tensor(T.RESPONSE_MASK, dtype=torch.float32)
-    if cfg.loss_on == "tool":
-        mask_row = torch.tensor([1.0 if s == 1 else 0.0 for s in T.SEGMENT_IDS])
-    tool_mask_row = torch.tensor([1.0 if s == 1 else 0.0 for s in T.SEGMENT_IDS])
+    n_chat = int(round(cfg.irrelevance * cfg.prompts)) if chat else 0
 
     acc0, q0 = evaluate(policy, references)
     curve = {"tool_acc": [acc0], "summary_q": [q0], "batch_score": [], "batch_r_tool": [], "batch_r_sum": []}
+    if chat:
+        abst0, chat_q0 = evaluate_abstention(policy, references)
+        curve.update(abstain_acc=[abst0], chat_q=[chat_q0], batch_redundant=[], batch_abstained=[])
     adv_tool, noise_seen = [], []
     steps_to_threshold = None
     n_traj = 0
     t0 = time.perf_counter()
     for step in range(1, cfg.steps + 1):
-        picks = rng.choice(len(T.ALL_TASKS), size=cfg.prompts, replace=False)
-        tasks = [T.ALL_TASKS[i] for i in picks for _ in range(cfg.group)]
+        picks = rng.choice(len(T.ALL_TASKS), size=cfg.prompts - n_chat, replace=False)
+        chosen = [T.ALL_TASKS[i] for i in picks]
+        if n_chat:
+            chosen += [T.CHAT_TASKS[i] for i in rng.choice(len(T.CHAT_TASKS), size=n_chat, replace=False)]
+        tasks = [t for t in chosen for _ in range(cfg.group)]
         uids = np.array([f"{step}-{p}" for p in range(cfg.prompts) for _ in range(cfg.group)], dtype=object)
         prompts = torch.tensor([t.prompt_ids for t in tasks])  # (bs, 3)
         responses, _ = policy.sample(prompts, generator=gen)  # (bs, R)
         noise = rng.normal(0.0, cfg.sigma, size=len(tasks)) if cfg.sigma > 0 else np.zeros(len(tasks))
         rewards = loop.run_until_complete(
             score_rollouts(tasks, responses.tolist(), noise.tolist(), uids.tolist(), sim, sim_nocache, references,
-                           cfg.grounding)
+                           cfg.grounding, judge_direct_replies=judge_direct)
         )
         n_traj += len(tasks)
-        adv = advantages_for(cfg.method, rewards, uids, prompts, cfg.lambda_sum)  # (bs, R)
-        adv_tool += ((adv * tool_mask_row).sum(-1) / tool_mask_row.sum()).tolist()
-        noise_seen += noise.tolist()
+        layouts = [T.response_layout(r, abstention_credit=credit) for r in responses.tolist()]
+        seg = torch.tensor([ids for ids, _ in layouts], dtype=torch.int8)  # (bs, R)
+        trained = policy.response_mask(responses)  # (bs, R): the slots the policy chose
+        adv = advantages_for(cfg.method, rewards, uids, prompts, cfg.lambda_sum, seg, trained)  # (bs, R)
+        tool_tokens = (seg == 1).float()
+        has_tool = tool_tokens.sum(-1) > 0
+        adv_tool += ((adv * tool_tokens).sum(-1)[has_tool] / tool_tokens.sum(-1)[has_tool]).tolist()
+        noise_seen += noise[has_tool.numpy()].tolist()
 
-        mask = mask_row.expand(len(tasks), -1)
+        mask = trained if cfg.loss_on == "all" else tool_tokens
         with torch.no_grad():
             old_logp = policy.log_probs(prompts, responses)  # (bs, R)
         for _ in range(cfg.ppo_epochs):
@@ -228,11 +269,17 @@ def run(cfg: RunConfig) -> dict:
         curve["batch_score"].append(float(np.mean([r["score"] for r in rewards])))
         curve["batch_r_tool"].append(float(np.mean([r["r_tool"] for r in rewards])))
         curve["batch_r_sum"].append(float(np.mean([r["r_sum"] for r in rewards])))
+        if chat:
+            abst, chat_q = evaluate_abstention(policy, references)
+            curve["abstain_acc"].append(abst)
+            curve["chat_q"].append(chat_q)
+            curve["batch_redundant"].append(float(np.mean([r["redundant_calls"] for r in rewards])))
+            curve["batch_abstained"].append(float(np.mean([r["num_calls"] == 0 for r in rewards])))
         if steps_to_threshold is None and acc >= cfg.threshold:
             steps_to_threshold = step
     loop.close()
     m, mn = sim.metrics(), sim_nocache.metrics()
-    return {
+    out = {
         "config": asdict(cfg),
         "steps_to_threshold": steps_to_threshold if steps_to_threshold is not None else cfg.steps + 1,
         "reached": steps_to_threshold is not None,
@@ -249,6 +296,16 @@ def run(cfg: RunConfig) -> dict:
         "curve": curve,
         "seconds": time.perf_counter() - t0,
     }
+    if chat:
+        tail = max(1, cfg.steps // 10)  # training-batch figures: mean over the last 10 % of steps
+        out.update(
+            final_abstain_acc=curve["abstain_acc"][-1],
+            min_abstain_acc=min(curve["abstain_acc"]),
+            final_chat_q=curve["chat_q"][-1],
+            redundant_calls=float(np.mean(curve["batch_redundant"][-tail:])),
+            reply_reward=float(np.mean(curve["batch_r_sum"][-tail:])),
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ aggregation
@@ -259,6 +316,10 @@ def _stat(values: list[float]) -> dict:
     if not vals:
         return {"median": None, "min": None, "max": None, "n": 0}
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+#: per-run abstention metrics (runs with --irrelevance > 0), aggregated like the others
+ABSTENTION_KEYS = ("final_abstain_acc", "min_abstain_acc", "final_chat_q", "redundant_calls", "reply_reward")
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -286,6 +347,8 @@ def summarise(runs: list[dict]) -> dict:
                 "sim_calls_per_traj_uncached": uncached,
                 "sim_cache_saving": 1.0 - cached / uncached if uncached else 0.0,
             }
+            if "final_abstain_acc" in rs[0]:
+                summary[sigma][method].update({k: _stat([x[k] for x in rs]) for k in ABSTENTION_KEYS})
         g, s = summary[sigma].get("grpo"), summary[sigma].get("slca_grpo")
         if g and s:
             summary[sigma]["slca_over_grpo_steps"] = s["steps_to_threshold"]["median"] / g["steps_to_threshold"]["median"]
@@ -297,6 +360,26 @@ def fmt_stat(st: dict, digits: int = 2, pct: bool = False) -> str:
         return "—"
     f = (lambda v: f"{100 * v:.0f}%") if pct else (lambda v: f"{v:.{digits}f}" if digits else f"{v:.0f}")
     return f"{f(st['median'])} [{f(st['min'])}, {f(st['max'])}]"
+
+
+def abstention_table(summary: dict) -> str:
+    """Markdown table of the irrelevance runs, one row per (sigma, method)."""
+    lines = [
+        "| judge noise σ | method | abstention acc (final) | abstention acc (lowest) | tool acc (final) | "
+        "redundant calls / traj | reply reward r_sum | chat reply q |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for sigma, by_method in summary.items():
+        for method in METHODS:
+            st = by_method.get(method)
+            if st is None or "final_abstain_acc" not in st:
+                continue
+            lines.append(
+                f"| {sigma} | {method} | {fmt_stat(st['final_abstain_acc'], pct=True)} | "
+                f"{fmt_stat(st['min_abstain_acc'], pct=True)} | {fmt_stat(st['final_tool_acc'], pct=True)} | "
+                f"{fmt_stat(st['redundant_calls'])} | {fmt_stat(st['reply_reward'])} | {fmt_stat(st['final_chat_q'])} |"
+            )
+    return "\n".join(lines)
 
 
 def table(summary: dict, steps: int) -> str:
@@ -332,10 +415,14 @@ def plot(result: dict, path: str) -> None:
     runs, summary = result["runs"], result["summary"]
     sigmas = list(summary)
     methods = [m for m in METHODS if any(m in summary[s] for s in sigmas)]
-    colors = dict(zip(METHODS, ("tab:gray", "tab:red", "tab:blue", "tab:green", "tab:purple")))
-    fig, axes = plt.subplots(2, len(sigmas), figsize=(4.2 * len(sigmas), 6.6), squeeze=False)
+    colors = dict(zip(METHODS, ("tab:gray", "tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange",
+                                "tab:cyan", "tab:brown")))
+    rows = [("tool_acc", "greedy tool accuracy"), ("summary_q", "greedy reply quality q")]
+    if "abstain_acc" in runs[0]["curve"]:
+        rows.insert(1, ("abstain_acc", "greedy abstention accuracy"))
+    fig, axes = plt.subplots(len(rows), len(sigmas), figsize=(4.2 * len(sigmas), 3.3 * len(rows)), squeeze=False)
     for j, sigma in enumerate(sigmas):
-        for row, key, label in ((0, "tool_acc", "greedy tool accuracy"), (1, "summary_q", "greedy reply quality q")):
+        for row, (key, label) in enumerate(rows):
             ax = axes[row][j]
             for m in methods:
                 curves = np.array([r["curve"][key] for r in runs
@@ -370,6 +457,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=None, help="updates per run (default 150; 80 with --quick)")
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--grounding", type=float, default=0.0)
+    ap.add_argument("--irrelevance", type=float, default=0.4,
+                    help="share of each step's prompts that are chat prompts whose right answer is a direct reply "
+                         "(default 0.4; 0 = the base task of the README's first table)")
     ap.add_argument("--lr", type=float, default=RunConfig.lr)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=None, help="JSON path (default docs/results/credit_assignment[_quick].json)")
@@ -378,22 +468,26 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     suffix = "_quick" if args.quick else ""
-    out = args.out or os.path.join(root, "docs", "results", f"credit_assignment{suffix}.json")
-    png = args.plot or os.path.join(root, "docs", "img", f"credit_assignment{suffix}.png")
+    name = "abstention" if args.irrelevance > 0 else "credit_assignment"
+    out = args.out or os.path.join(root, "docs", "results", f"{name}{suffix}.json")
+    png = args.plot or os.path.join(root, "docs", "img", f"{name}{suffix}.png")
     if args.plot_only:
         with open(args.plot_only) as f:
             result = json.load(f)
         plot(result, png)
         print(table(result["summary"], result["args"]["steps"]))
+        if result["args"].get("irrelevance"):
+            print(abstention_table(result["summary"]))
         return result
 
-    default_methods = ["grpo", "slca_grpo"] if args.quick else list(METHODS)
+    default_methods = ["grpo", "slca_grpo"] if args.quick else (
+        ABSTENTION_METHODS if args.irrelevance > 0 else BASE_METHODS)
     methods = args.methods or [m for m in default_methods if HAVE_BASELINES or m not in ("toolpo", "rltr")]
     sigmas = args.sigmas or ([1.0] if args.quick else [0.0, 0.5, 1.0])
     seeds = args.seeds or (3 if args.quick else 5)
     steps = args.steps or (80 if args.quick else 150)
     configs = [RunConfig(method=m, sigma=s, seed=k, steps=steps, threshold=args.threshold, grounding=args.grounding,
-                         lr=args.lr)
+                         lr=args.lr, irrelevance=args.irrelevance)
                for s in sigmas for k in range(seeds) for m in methods]  # fmt: skip
     t0 = time.perf_counter()
     if args.workers > 1:
@@ -410,7 +504,7 @@ def main(argv=None) -> dict:
     summary = summarise(runs)
     result = {
         "args": {"methods": methods, "sigmas": sigmas, "seeds": seeds, "steps": steps, "threshold": args.threshold,
-                 "grounding": args.grounding, "lr": args.lr, "workers": args.workers,
+                 "grounding": args.grounding, "lr": args.lr, "workers": args.workers, "irrelevance": args.irrelevance,
                  "defaults": asdict(RunConfig())},
         "summary": summary,
         "wall_seconds": wall,
@@ -421,6 +515,8 @@ def main(argv=None) -> dict:
         json.dump(result, f, indent=1)
     plot(result, png)
     print(table(summary, steps))
+    if args.irrelevance > 0:
+        print(abstention_table(summary))
     for sigma, by in summary.items():
         if "slca_over_grpo_steps" in by:
             print(f"sigma={sigma}: SLCA-GRPO / GRPO steps to threshold = {by['slca_over_grpo_steps']:.2f}")
