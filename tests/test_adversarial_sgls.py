@@ -125,6 +125,13 @@ def test_a_dangling_or_remote_ref_is_a_clear_error_for_that_tool(ref, why):
     assert offline("get_weather", {"city": "Rome"}, tools).ok  # the sample's other tools still work
 
 
+def test_a_schema_that_recurses_forever_is_a_clear_error_not_a_recursion_error():
+    res = offline("f", {"a": 1}, [fn("f", {"type": "object", "allOf": [{"$ref": "#"}]})])
+    assert res.status == "simulator_error"
+    assert error_of(res)["message"] == "the schema of tool 'f' is unusable: the schema recurses too deeply for these values"
+    assert offline("f", {"a": {"a": {}}}, [fn("f", {"type": "object", "properties": {"a": {"$ref": "#"}}})]).ok
+
+
 def test_a_dangling_ref_in_a_response_schema_is_a_clear_error_too():
     tool = fn("get_weather", CITY, response_schema={"type": "object", "properties": {"t": {"$ref": "#/$defs/T"}}})
     res = offline(tools=[tool])

@@ -340,8 +340,8 @@ def normalise_parameters(params: Any) -> dict:
 # that match regexes are replaced by versions that use the ``regex`` module (already installed with transformers),
 # whose matcher avoids most such blow-ups and takes a timeout: each search gets at most PATTERN_TIMEOUT_S, and one
 # validation all its searches together at most PATTERN_BUDGET_S. A string whose search runs out of time is rejected
-# with its own message; a property name, counted as not matching. (``unevaluatedProperties`` beside
-# ``patternProperties`` still goes through ``re``: no dataset schema seen uses it.)
+# with its own message; a property name, counted as not matching. (Not covered: ``unevaluatedProperties`` beside
+# ``patternProperties`` still goes through ``re``; it is rare in tool schemas.)
 PATTERN_TIMEOUT_S = 0.05
 PATTERN_BUDGET_S = 0.25
 _PATTERN_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("sgls_pattern_deadline", default=None)
