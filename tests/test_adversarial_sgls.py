@@ -160,14 +160,16 @@ def test_unreadable_tool_schemas_make_every_call_say_why(tool_schemas, why):
 
 
 def test_an_infinite_maximum_in_a_response_schema_is_dropped_not_overflowed():
-    schema = {"type": "object", "required": ["n", "x", "k"], "properties": {
+    schema = {"type": "object", "required": ["n", "x", "k", "e"], "properties": {
         "n": {"type": "integer", "minimum": 3, "maximum": math.inf},
         "x": {"type": "number", "minimum": -math.inf, "maximum": 2.5},
-        "k": {"type": "integer", "exclusiveMaximum": math.nan, "minLength": math.inf}}}  # fmt: skip
+        "k": {"type": "integer", "exclusiveMaximum": math.nan, "minLength": math.inf},
+        "e": {"enum": [math.nan, math.inf, "ok"]}}}  # fmt: skip
     res = offline(tools=[fn("get_weather", CITY, response_schema=schema)])
     assert res.ok
     body = json.loads(res.text)
     assert isinstance(body["n"], int) and body["n"] >= 3 and body["x"] <= 2.5 and isinstance(body["k"], int)
+    assert body["e"] == "ok"
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,8 @@ class ScriptedChat:
         ("rating = 5", 5),
         ("<rating>Acceptable</rating>", 3),
         ('{"justification": "fine", "rating": "excellent"}', 5),
+        ('```json\n{"justification": "fine", "rating": "poor"}\n```', 2),
+        ('{"justification": "Rating: excellent"}', 0),  # a JSON verdict without its rating field has none
         ("<think>Rating: poor? no...</think>Rating: **good**", 4),
         ("first I thought Rating: poor, but final Rating: excellent", 0),  # the last line must be the rating alone
         ("Rating: poor\nRating: excellent", 5),

@@ -117,6 +117,8 @@ _FINAL_LINE_RE = re.compile(
     re.IGNORECASE,
 )
 
+_JSON_FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(\{.*\})\s*```", re.DOTALL)
+
 
 def parse_rating(text: str) -> int:
     """The rating in a judge's reply (1..5), or 0 when there is none. ``<think>`` blocks are ignored.
@@ -130,6 +132,9 @@ def parse_rating(text: str) -> int:
     if not isinstance(text, str):
         return 0
     text = strip_think(text).strip()
+    fenced_json = _JSON_FENCE_RE.fullmatch(text)  # a structured reply some servers wrap in ```json … ```
+    if fenced_json:
+        text = fenced_json.group(1).strip()
     if text.startswith("{"):
         try:
             obj = json.loads(text)

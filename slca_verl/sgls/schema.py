@@ -299,6 +299,10 @@ def normalise_schema(node: Any) -> tuple[Any, bool]:
         out["prefixItems"] = [normalise_schema(s)[0] for s in out.pop("items")]
     if "enum" in out and not isinstance(out["enum"], list):
         del out["enum"]
+    if isinstance(out.get("enum"), list):  # NaN / Infinity members could only be answered with non-JSON
+        out["enum"] = [v for v in out["enum"] if not (isinstance(v, float) and not math.isfinite(v))]
+        if not out["enum"]:
+            del out["enum"]
     if "enum" in out and out.get("type") == "string":  # datasets list numbers for string enums
         out["enum"] = [v if isinstance(v, str) else str(v) for v in out["enum"]]
     return out, optional
