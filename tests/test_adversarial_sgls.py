@@ -195,7 +195,7 @@ def test_a_deeply_nested_schema_is_reported_not_recursed(depth):
         node = {"type": "object", "properties": {"a": node}}
     res = offline("deep", {"a": {}}, [fn("deep", node), WEATHER])
     assert res.status == "simulator_error"
-    assert "the schema of tool 'deep' is unusable: the schema of 'deep' nests deeper than 64 levels" in res.text
+    assert "the schema of tool 'deep' is unusable: it nests deeper than 64 levels" in res.text
     assert offline("get_weather", {"city": "Rome"}, [fn("deep", node), WEATHER]).ok
 
 

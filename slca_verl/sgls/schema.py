@@ -10,6 +10,11 @@ Draft 2020-12 JSON Schema (unknown type names become "any value", with a debug l
 ``check_schema``; a schema that still fails is replaced by ``{"type": "object"}`` with a warning, so one bad row
 never stops training. A tool's response schema is taken from ``response_schema``, ``response``, ``returns`` or
 ``output_schema`` when it is a JSON object schema.
+
+Nothing here raises for bad data: a schema that cannot check calls at all (a dangling or remote ``$ref``, nesting
+deeper than MAX_SCHEMA_DEPTH, a schema that breaks the checker) marks its tool unusable, and every call of it gets
+a ``tool_schema_error`` saying why; unreadable schemas are named in the 404 of the tool that vanished; arguments
+that JSON does not allow (NaN, Infinity, absurd nesting) get a 400; regexes run with a time bound.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ _RESPONSE_KEYS = ("response_schema", "response", "returns", "output_schema")
 _NESTED_KEYS = ("items", "additionalProperties", "not", "contains", "propertyNames")
 _LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _DEFS_KEYS = ("$defs", "definitions")
-MAX_SCHEMA_DEPTH = 64  # nesting of a tool schema (dicts and lists); real ones stay under 15
+MAX_SCHEMA_DEPTH = 64  # nesting of a tool schema (dicts and lists)
 MAX_ARGUMENT_DEPTH = 32  # nesting of a call's arguments or a simulated body
 
 
@@ -561,7 +566,7 @@ def normalise_tool(raw: dict, *, forbid_extra_arguments: bool = False) -> Normal
     except SchemaUnusable as e:
         problem = str(e)
     except RecursionError:
-        problem = f"the schema of {name!r} is nested too deeply to use"
+        problem = "it is nested too deeply to use"
     logger.warning("sgls schema: tool %r is unusable: %s", name, problem)
     return NormalisedTool(name=name, description=description[:2000], parameters={"type": "object"},
                           fingerprint=fingerprint([name, problem]), problem=problem)  # fmt: skip
@@ -569,7 +574,7 @@ def normalise_tool(raw: dict, *, forbid_extra_arguments: bool = False) -> Normal
 
 def _normalise_named_tool(raw: dict, fn: dict, name: str, description: str, forbid_extra: bool) -> NormalisedTool:
     if nesting_exceeds(raw, MAX_SCHEMA_DEPTH):
-        raise SchemaUnusable(f"the schema of {name!r} nests deeper than {MAX_SCHEMA_DEPTH} levels")
+        raise SchemaUnusable(f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
     holders = [fn, raw]
     params = normalise_parameters(fn.get("parameters", fn.get("input_schema", {})))
     params, validator = _checked(params, f"parameters of {name!r}", forbid_extra, holders)
