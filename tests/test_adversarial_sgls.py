@@ -104,6 +104,14 @@ def test_a_definitions_block_beside_parameters_is_resolved():
     assert res.status == "validation_error" and "must be one of [\"C\", \"F\"]" in error_of(res)["message"]
 
 
+def test_a_dangling_ref_inside_a_definitions_block_beside_parameters_is_found():
+    params = {"type": "object", "properties": {"unit": {"$ref": "#/definitions/Unit"}}}
+    tool = fn("convert", params)
+    tool["function"]["definitions"] = {"Unit": {"$ref": "#/$defs/Gone"}}
+    res = offline("convert", {"unit": "C"}, [tool])
+    assert res.status == "simulator_error" and "$ref '#/$defs/Gone' points at nothing in the schema" in res.text
+
+
 @pytest.mark.parametrize(
     "ref, why",
     [

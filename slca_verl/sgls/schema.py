@@ -478,25 +478,29 @@ def _localise_refs(schema: dict, holders: list[dict], what: str) -> dict:
     ``"#/definitions/X"`` inside the parameters cannot reach it: such a block is copied into the schema's root.
     Only local references (``#`` / ``#/…``) are supported; remote ones are never fetched.
     """
-    for ref in _refs(schema):
-        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
-            raise SchemaUnusable(f"{what}: $ref {_short(ref)} is not a local '#/...' reference "
-                                 "(remote and anchor references are not fetched)")  # fmt: skip
-        parts = [_unescape_pointer(p) for p in ref[2:].split("/")] if ref != "#" else []
-        if parts and parts[0] not in schema:
-            block = next((h[parts[0]] for h in holders if isinstance(h.get(parts[0]), dict)), None)
-            if block is not None:
-                schema = {**schema, parts[0]: {k: normalise_schema(v)[0] for k, v in block.items()}}
-        node: Any = schema
-        for part in parts:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise SchemaUnusable(f"{what}: $ref {ref!r} points at nothing in the schema")
-        if not isinstance(node, (dict, bool)):
-            raise SchemaUnusable(f"{what}: $ref {ref!r} points at a {_json_type(node)}, not a schema")
+    copied = True
+    while copied:  # a copied block may itself refer to another block beside parameters
+        copied = False
+        for ref in _refs(schema):
+            if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+                raise SchemaUnusable(f"{what}: $ref {_short(ref)} is not a local '#/...' reference "
+                                     "(remote and anchor references are not fetched)")  # fmt: skip
+            parts = [_unescape_pointer(p) for p in ref[2:].split("/")] if ref != "#" else []
+            if parts and parts[0] not in schema:
+                block = next((h[parts[0]] for h in holders if isinstance(h.get(parts[0]), dict)), None)
+                if block is not None:
+                    schema = {**schema, parts[0]: {k: normalise_schema(v)[0] for k, v in block.items()}}
+                    copied = True
+            node: Any = schema
+            for part in parts:
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    raise SchemaUnusable(f"{what}: $ref {ref!r} points at nothing in the schema")
+            if not isinstance(node, (dict, bool)):
+                raise SchemaUnusable(f"{what}: $ref {ref!r} points at a {_json_type(node)}, not a schema")
     return schema
 
 
