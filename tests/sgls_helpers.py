@@ -25,6 +25,7 @@ class Reply:
     status: int = 200
     delay_s: float = 0.0
     body: str | None = None  # raw body, overrides the completion built from content
+    raw: bytes | None = None  # raw bytes of the body (e.g. not valid UTF-8), overrides body and content
     finish_reason: str = "stop"
     headers: dict = field(default_factory=dict)
 
@@ -84,6 +85,9 @@ class ScriptedServer:
         delay = self.delay_s + reply.delay_s
         if delay > 0:
             await asyncio.sleep(delay)
+        if reply.raw is not None:
+            return web.Response(status=reply.status, body=reply.raw, content_type="application/json",
+                                charset="utf-8", headers=reply.headers)  # fmt: skip
         body = reply.body if reply.body is not None else completion_body(reply.content, reply.finish_reason)
         return web.Response(status=reply.status, text=body, content_type="application/json", headers=reply.headers)
 

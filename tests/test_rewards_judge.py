@@ -38,15 +38,20 @@ class ScriptedChat:
         ("rating = 5", 5),
         ("<rating>Acceptable</rating>", 3),
         ('{"justification": "fine", "rating": "excellent"}', 5),
+        ('```json\n{"justification": "fine", "rating": "poor"}\n```', 2),
+        ('{"justification": "Rating: excellent"}', 0),  # a JSON verdict without its rating field has none
         ("<think>Rating: poor? no...</think>Rating: **good**", 4),
-        ("first I thought Rating: poor, but final Rating: excellent", 5),
+        ("first I thought Rating: poor, but final Rating: excellent", 0),  # the last line must be the rating alone
+        ("Rating: poor\nRating: excellent", 5),
+        ("Rating: good\nbecause it cites the tool output", 0),  # a rating not on the last line is not the verdict
+        ("**Rating:** Very  Poor.", 1),
         ("It is good.", 0),  # a level word without "rating" is not a rating
         ("Rating: 10", 0),
         ("$#@!% random tokens ĠĠ", 0),
         ("", 0),
     ],
 )
-def test_parse_rating_reads_the_last_rating_and_nothing_else(text, rating):
+def test_parse_rating_reads_the_final_rating_line_and_nothing_else(text, rating):
     assert parse_rating(text) == rating
 
 

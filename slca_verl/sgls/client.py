@@ -20,6 +20,7 @@ agent loops run in their own loops and threads, and a session bound to another l
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import logging
 import random
@@ -43,7 +44,8 @@ class ChatClientError(Exception):
 
     Attributes:
         kind: one of ``ERROR_KINDS``: "timeout", "http_5xx", "rate_limited", "http_4xx", "connection",
-            "bad_response" (2xx whose body is not a chat completion), "all_replicas_down" (several replicas, all
+            "bad_response" (2xx whose body is not a chat completion: not text in its charset, not JSON, nested
+            too deeply to parse, no ``choices[0].message.content`` string), "all_replicas_down" (several replicas, all
             in cooldown when retries ran out).
         message: human-readable cause, naming the replica and the HTTP status where there is one.
         status: HTTP status when the server answered, else None.
@@ -345,7 +347,8 @@ class ChatClient:
         try:
             async with session.post(rep.url, json=payload, timeout=timeout) as resp:
                 status = resp.status
-                body = await resp.text()
+                raw = await resp.read()
+                charset = resp.charset or "utf-8"
                 retry_after = resp.headers.get("Retry-After")
         except asyncio.TimeoutError as e:
             raise ChatClientError("timeout", f"{rep.base_url}: no answer within {self.timeout_s:g} s") from e
@@ -353,6 +356,14 @@ class ChatClient:
             raise ChatClientError("connection", f"{rep.base_url}: {type(e).__name__}: {e}") from e
         except OSError as e:
             raise ChatClientError("connection", f"{rep.base_url}: {type(e).__name__}: {e}") from e
+        try:
+            body = raw.decode(charset)
+        except (UnicodeDecodeError, LookupError):
+            if status < 400:
+                raise ChatClientError("bad_response", f"{rep.base_url}: HTTP {status} body is not valid {charset} "
+                                      f"text: {_snippet(raw.decode(charset if _known(charset) else 'utf-8', 'replace'))}",
+                                      status) from None  # fmt: skip
+            body = raw.decode("utf-8", "replace")  # an error body is only quoted in the message
 
         if status == 429:
             err = ChatClientError("rate_limited", f"{rep.base_url}: HTTP 429 {_snippet(body)}", status)
@@ -371,7 +382,7 @@ class ChatClient:
             data = json.loads(body)
             choice = data["choices"][0]
             content = choice["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as e:
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError) as e:  # RecursionError: "[[[[…"
             raise ChatClientError(
                 "bad_response", f"{rep.base_url}: HTTP {status} body is not a chat completion: {_snippet(body)}", status
             ) from e
@@ -388,6 +399,14 @@ def latency_summary(sorted_latencies: list[float], prefix: str = "latency") -> d
         out[f"{prefix}_p{q}_s"] = sorted_latencies[min(n - 1, int(q / 100 * n))] if n else 0.0
     out[f"{prefix}_mean_s"] = sum(sorted_latencies) / n if n else 0.0
     return out
+
+
+def _known(charset: str) -> bool:
+    try:
+        codecs.lookup(charset)
+        return True
+    except LookupError:
+        return False
 
 
 def _snippet(text: str, limit: int = 200) -> str:

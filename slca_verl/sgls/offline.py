@@ -14,15 +14,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
 from typing import Any
 
-from .backend import BackendReply
-from .schema import NormalisedTool, canonical_json
+from .backend import BackendReply, SimulatorFailure
+from .schema import NormalisedTool, SchemaUnusable, canonical_json, json_problem, schema_errors
 
 logger = logging.getLogger(__name__)
 
 _MAX_DEPTH = 6
+_MAX_SIZE = 10_000  # minLength / maxLength beyond this are capped (a schema asking for 10**9 is not honoured)
+_MAX_ITEMS = 16  # minItems is capped at this (4 below the second level); the check then reports the shortfall
 _WORDS = ("alpha", "bravo", "delta", "nova", "orion", "zephyr", "atlas", "lumen", "sierra", "terra")
 
 
@@ -58,11 +61,12 @@ def synthesise(schema: Any, rng: random.Random, hint: str = "value", depth: int 
     if t == "string":
         return _string(schema, rng, hint)
     if t == "integer":
-        lo, hi = _bounds(schema, 0, 1000)
-        return rng.randint(int(lo), int(max(lo, hi)))
+        lo, hi = _bounds(schema, 0, 1000, integer=True)
+        return rng.randint(int(lo), int(hi))
     if t == "number":
         lo, hi = _bounds(schema, 0.0, 1000.0)
-        return round(rng.uniform(lo, max(lo, hi)), 2)
+        x = round(rng.uniform(lo, hi), 2)
+        return x if lo <= x <= hi else lo
     if t == "boolean":
         return rng.random() < 0.5
     if t == "null":
@@ -71,8 +75,9 @@ def synthesise(schema: Any, rng: random.Random, hint: str = "value", depth: int 
         prefix = schema.get("prefixItems")
         if isinstance(prefix, list) and prefix:
             return [synthesise(s, rng, hint, depth + 1) for s in prefix]
-        lo = int(schema.get("minItems", 1 if depth < 3 else 0))
-        hi = int(schema.get("maxItems", max(lo, 3)))
+        cap = _MAX_ITEMS if depth < 2 else 4  # nested minItems multiply: keep the body small
+        lo = min(_count(schema, "minItems", 1 if depth < 3 else 0), cap)
+        hi = _count(schema, "maxItems", max(lo, 3))
         n = rng.randint(lo, max(lo, min(hi, lo + 3)))
         item = schema.get("items", {"type": "string"})
         return [synthesise(item, rng, hint.rstrip("s") or "item", depth + 1) for _ in range(n)]
@@ -86,18 +91,41 @@ def synthesise(schema: Any, rng: random.Random, hint: str = "value", depth: int 
     return out
 
 
-def _bounds(schema: dict, lo: float, hi: float) -> tuple[float, float]:
-    if "minimum" in schema:
-        lo = schema["minimum"]
-    if "exclusiveMinimum" in schema and isinstance(schema["exclusiveMinimum"], (int, float)):
-        lo = schema["exclusiveMinimum"] + 1
-    if "maximum" in schema:
-        hi = schema["maximum"]
-    if "exclusiveMaximum" in schema and isinstance(schema["exclusiveMaximum"], (int, float)):
-        hi = schema["exclusiveMaximum"] - 1
-    if hi < lo:
+def _number(schema: dict, key: str) -> float | None:
+    """A finite numeric keyword, else None (a string, a bool, NaN or Infinity says nothing usable)."""
+    v = schema.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > 1e15:
+        return None
+    return v
+
+
+def _bounds(schema: dict, lo: float, hi: float, integer: bool = False) -> tuple[float, float]:
+    """Finite bounds from (exclusive)minimum / maximum; the defaults where the schema gives none."""
+    step = 1 if integer else 1e-6
+    has_lo = has_hi = False
+    for key, shift in (("minimum", 0), ("exclusiveMinimum", step)):
+        v = _number(schema, key)
+        if v is not None:
+            lo, has_lo = v + shift, True
+    for key, shift in (("maximum", 0), ("exclusiveMaximum", step)):
+        v = _number(schema, key)
+        if v is not None:
+            hi, has_hi = v - shift, True
+    if has_lo and not has_hi and hi < lo:
         hi = lo + 1000
+    elif has_hi and not has_lo and hi < lo:
+        lo = hi - 1000
+    if integer:
+        lo, hi = math.ceil(lo), math.floor(hi)
+    if hi < lo:
+        hi = lo
     return lo, hi
+
+
+def _count(schema: dict, key: str, default: int) -> int:
+    """A size keyword (minItems, maxLength, …) as a bounded int; the default when missing or unusable."""
+    v = _number(schema, key)
+    return default if v is None or v < 0 else min(int(v), _MAX_SIZE)
 
 
 def _string(schema: dict, rng: random.Random, hint: str) -> str:
@@ -114,12 +142,29 @@ def _string(schema: dict, rng: random.Random, hint: str) -> str:
         s = "%08x-%04x-4%03x-a%03x-%012x" % tuple(rng.randrange(16**k) for k in (8, 4, 3, 3, 12))
     else:
         s = f"{hint}_{rng.choice(_WORDS)}_{rng.randrange(16**4):04x}"
-    lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
+    lo, hi = _count(schema, "minLength", 0), _count(schema, "maxLength", _MAX_SIZE)
     if len(s) < lo:
         s = s + "x" * (lo - len(s))
-    if hi is not None and len(s) > int(hi):
-        s = s[: int(hi)]
+    if len(s) > hi:
+        s = s[:hi]
     return s
+
+
+def _conformance_problem(tool: NormalisedTool, body: Any) -> str:
+    """Why ``body`` is not a usable answer of ``tool`` ("" when it is): not plain JSON, or off its response schema."""
+    problem = json_problem(body)
+    if problem is not None:
+        return problem
+    if tool.response_validator is None:
+        return ""
+    try:
+        errors = schema_errors(tool.response_validator, body)
+    except SchemaUnusable as e:
+        return str(e)
+    if not errors:
+        return ""
+    err = errors[0]
+    return f"schema_violation at {'/'.join(map(str, err.absolute_path)) or '<root>'}: {err.message[:200]}"
 
 
 class OfflineBackend:
@@ -134,15 +179,19 @@ class OfflineBackend:
     async def simulate(self, tool: NormalisedTool, arguments: dict, context: list[dict] | None = None) -> BackendReply:
         self.calls += 1
         if tool.response_schema is not None:
-            body = None
+            body, problem = None, ""
             for salt in range(8):  # patterns and exotic keywords may defeat one draw; keep the first that conforms
                 cand = synthesise(tool.response_schema, call_rng(self.seed, tool, arguments, salt), tool.name)
-                if tool.response_validator is None or tool.response_validator.is_valid(cand):
+                problem = _conformance_problem(tool, cand)
+                if not problem:
                     body = cand
                     break
             if body is None:
-                logger.debug("sgls offline: no schema-conformant draw for %s; using the last one", tool.name)
-                body = cand
+                raise SimulatorFailure(
+                    "schema_violation",
+                    f"the offline simulator could not build a body that conforms to the response schema of "
+                    f"'{tool.name}' in 8 draws; last: {problem}",
+                )
         else:
             rng = call_rng(self.seed, tool, arguments)
             body = {

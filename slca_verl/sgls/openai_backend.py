@@ -7,7 +7,8 @@ Per call: build the prompt (prompt.py), ask for structured output where possible
 {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` when the tool has a response schema (vLLM
 then cannot emit off-schema JSON), ``{"type": "json_object"}`` otherwise (``structured_output: auto``) — extract
 the JSON body, and check it against the response schema. A reply that is not JSON, or was cut off and could not
-be repaired, or violates the schema, is retried (``reply_attempts`` LLM calls in all, the later ones with a
+be repaired, or holds what JSON does not (NaN / Infinity, nesting deeper than 32 levels: ``NonJSONValue``), or
+violates the schema, is retried (``reply_attempts`` LLM calls in all, the later ones with a
 different seed); then :class:`SimulatorFailure` is raised. Transport failures (timeouts, 5xx, dead replicas) are
 retried inside :class:`ChatClient` and end as ``SimulatorFailure`` with the client's error kind.
 The request seed is derived from the call, so a server with seeded sampling repeats itself even without a cache.
@@ -24,7 +25,7 @@ from .backend import BackendReply, SimulatorFailure
 from .client import ChatClient, ChatClientError
 from .config import SGLSConfig
 from .prompt import build_messages, extract_json
-from .schema import NormalisedTool, canonical_json
+from .schema import NormalisedTool, SchemaUnusable, canonical_json, schema_errors
 
 logger = logging.getLogger(__name__)
 
@@ -108,9 +109,15 @@ class OpenAIBackend:
                 problem = "invalid_json: the reply holds malformed JSON"
                 kind = "invalid_json"
                 continue
-            if tool.response_validator is not None and not tool.response_validator.is_valid(body):
-                err = min(tool.response_validator.iter_errors(body), key=lambda x: list(map(str, x.path)), default=None)
-                if err is not None:
+            if tool.response_validator is not None:
+                try:
+                    errors = schema_errors(tool.response_validator, body)
+                except SchemaUnusable as e:
+                    self.stats["schema_violations"] += 1
+                    problem, kind = f"schema_violation: {e}", "schema_violation"
+                    continue
+                if errors:
+                    err = errors[0]
                     self.stats["schema_violations"] += 1
                     where = "/".join(map(str, err.absolute_path)) or "<root>"
                     problem = f"schema_violation at {where}: {err.message[:200]}"

@@ -5,14 +5,17 @@
     res.status   # "ok" | "validation_error" | "simulator_error";  res.text is what the policy sees
 
 One call, top to bottom:
-1. the tool is looked up in the sample's schemas and the arguments validated (schema.py): unknown tool -> 404 body,
-   bad arguments -> 400 body listing every problem; status "validation_error", no LLM call;
+1. the tool is looked up in the sample's schemas and the arguments validated (schema.py): unknown tool -> 404 body
+   (saying which of the sample's schemas could not be read, if any), bad arguments (including NaN / Infinity,
+   nesting deeper than 32 levels) -> 400 body listing every problem; status "validation_error", no LLM call; a
+   tool whose own schema is unusable (dangling or remote ``$ref``, absurd nesting) -> 500 ``tool_schema_error``
+   body saying why, status "simulator_error";
 2. with fault injection on, a valid call may get a realistic 504/5xx/429 body (status "simulator_error",
    ``metadata["injected"] = True``);
 3. the answer is looked up in the cache under ``scope | tool | canonical arguments``; concurrent identical calls
    wait for the first; on a miss the backend simulates it (offline or OpenAI-compatible);
-4. a backend that fails (server down, garbage after retries) gives a clear ``simulator_error`` body, never an
-   exception; it is not cached, so a later identical call tries again.
+4. a backend that fails (server down, garbage after retries, even a bug that raises) gives a clear
+   ``simulator_error`` body, never an exception; it is not cached, so a later identical call tries again.
 
 Cache scope (``cache_scope``): "group" (the caller's ``scope`` is the GRPO group uid), "step" (``scope`` is the
 training step), "run" (``scope`` ignored: one world for the whole run) or "none". With group/step scope and an
@@ -139,9 +142,14 @@ class Simulator:
         last = self._last_toolset  # the same row object is passed call after call: skip re-keying it
         if last is not None and last[0] is tool_schemas:
             return last[1]
-        key = tool_schemas if isinstance(tool_schemas, str) else canonical_json(
-            [t.model_dump(exclude_none=True) if hasattr(t, "model_dump") else t for t in tool_schemas]
-        )
+        if not isinstance(tool_schemas, (str, list, tuple)):  # reported by ToolSet (calls say why), not cached
+            return ToolSet.from_schemas(tool_schemas)
+        try:
+            key = tool_schemas if isinstance(tool_schemas, str) else canonical_json(
+                [t.model_dump(exclude_none=True) if hasattr(t, "model_dump") else t for t in tool_schemas]
+            )
+        except (TypeError, ValueError, RecursionError):  # unkeyable (absurd nesting, odd keys): built, not memoised
+            return ToolSet.from_schemas(tool_schemas, forbid_extra_arguments=self.config.forbid_extra_arguments)
         ts = self._toolsets.get(key)
         if ts is None:
             ts = ToolSet.from_schemas(tool_schemas, forbid_extra_arguments=self.config.forbid_extra_arguments)
@@ -177,8 +185,8 @@ class Simulator:
         tools = self.toolset(tool_schemas)
         rejection = tools.validate(name, arguments)
         if rejection is not None:
-            self._count("validation_rejections")
-            return self._done(t0, SimResult(rejection.text(), "validation_error",
+            self._count("validation_rejections" if rejection.status == "validation_error" else "simulator_errors")
+            return self._done(t0, SimResult(rejection.text(), rejection.status,
                                             {"status_code": rejection.status_code, "cached": None,
                                              "error_kind": rejection.error_type}))  # fmt: skip
         tool = tools.get(name)
@@ -204,6 +212,12 @@ class Simulator:
                 logger.warning("sgls: simulator failed for %s (%s): %s", name, e.kind, e.message)
                 body = simulator_error_body(e.kind, e.message)
                 meta = {"status_code": body["error"]["code"], "error_kind": e.kind, "attempts": e.attempts}
+                return ("simulator_error", json.dumps(body, ensure_ascii=False, sort_keys=True), meta), False
+            except Exception as e:  # a backend bug must cost one call, not the rollout batch
+                self._count("backend_failures")
+                logger.exception("sgls: backend raised for %s", name)
+                body = simulator_error_body("internal_error", f"{type(e).__name__}: {e}")
+                meta = {"status_code": body["error"]["code"], "error_kind": "internal_error", "attempts": 0}
                 return ("simulator_error", json.dumps(body, ensure_ascii=False, sort_keys=True), meta), False
             finally:
                 with self._lock:
