@@ -10,6 +10,11 @@ DESIGN §2, as the authors' code computes it::
     value    = mean over gold calls with arguments of #(shared keys with loosely-equal values) / #keys(gold)
     parallel = 1[#calls in the first valid predicted block == #calls in the first gold step]
 
+Gold that does not carry a component's information leaves it unmeasured (HierR's ``gold_format``): names-only
+gold has no arguments, so key and value are not scored; flat gold with more than one call has no step structure,
+so parallel is not scored. Then R_tool = Σ_{c measured} w_c * c / Σ_{c measured} w_c (still in [0, 1]), and the
+unmeasured components are reported as 0. Nested gold measures everything (the formula above, unchanged).
+
 Matching for key/value is greedy in gold order: each gold call takes the unused predicted call with the same name
 that maximises key+value (a strictly positive sum is needed to take it). key = value = 1 when no gold call has
 arguments; key = value = 0 when gold calls have arguments and there is no predicted call.
@@ -148,6 +153,21 @@ def count_strict_matches(pred: list[ToolCall], gold: list[ToolCall]) -> int:
     return hits
 
 
+#: gold forms (HierR's ``gold_format``) and the components their gold cannot measure
+GOLD_FORMATS = ("nested", "flat", "names")
+
+
+def unmeasured_components(gold_format: str, num_gold_calls: int) -> frozenset[str]:
+    """Components the gold cannot measure: key/value for names-only gold, parallel for multi-call flat or
+    names-only gold (no step structure; a single call is one step either way)."""
+    out = set()
+    if gold_format == "names":
+        out |= {"key", "value"}
+    if gold_format in ("flat", "names") and num_gold_calls > 1:
+        out.add("parallel")
+    return frozenset(out)
+
+
 def execution_components(parsed: ParsedCalls, gold_steps: list[list[ToolCall]]) -> dict[str, float]:
     """The five components ``fmt, name_f1, key, value, parallel``, each in [0, 1]."""
     pred, gold = parsed.calls, [c for s in gold_steps for c in s]
@@ -161,8 +181,17 @@ def execution_components(parsed: ParsedCalls, gold_steps: list[list[ToolCall]]) 
     }
 
 
-def execution_reward(components: dict[str, float], weights: ExecutionWeights) -> float:
-    """R_tool = Σ_c w_c * component_c."""
+_WEIGHT_OF = {"fmt": "fmt", "name_f1": "name", "key": "key", "value": "value", "parallel": "parallel"}
+
+
+def execution_reward(components: dict[str, float], weights: ExecutionWeights,
+                     unmeasured: frozenset[str] = frozenset()) -> float:
+    """R_tool = Σ_c w_c * component_c, or over the measured components only, renormalised (module docstring)."""
+    if unmeasured:
+        measured = [c for c in _WEIGHT_OF if c not in unmeasured]
+        total = sum(getattr(weights, _WEIGHT_OF[c]) for c in measured)
+        r = sum(getattr(weights, _WEIGHT_OF[c]) * components[c] for c in measured) / total if total else 0.0
+        return r if math.isfinite(r) else 0.0
     r = (
         weights.fmt * components["fmt"]
         + weights.name * components["name_f1"]

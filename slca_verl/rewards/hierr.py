@@ -45,7 +45,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from slca_verl.rewards.baselines import RLTRWeights, baseline_rewards
-from slca_verl.rewards.execution import ExecutionWeights, execution_components, execution_reward
+from slca_verl.rewards.execution import (
+    ExecutionWeights,
+    execution_components,
+    execution_reward,
+    unmeasured_components,
+)
 from slca_verl.rewards.judge import Judge, Verdict
 from slca_verl.rewards.parsing import (
     OPEN_TAG,
@@ -66,7 +71,7 @@ RESULT_KEYS = (
     "judge_rating", "judge_failed", "judge_used", "success",
     "toolpo_success", "toolpo_action",
     "rltr_completion", "rltr_repeat", "rltr_error", "rltr_total",
-    "gold_invalid", "reason",
+    "gold_invalid", "gold_format", "reason",
 )  # fmt: skip
 
 
@@ -133,6 +138,7 @@ def empty_result(reason: str) -> dict:
     row.update({k: 0 for k in ("no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses",
                                "format_valid", "judge_rating", "judge_failed", "judge_used", "success",
                                "gold_invalid")})
+    row["gold_format"] = ""
     row["reason"] = reason
     return row
 
@@ -196,6 +202,8 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     no_call = bool(gold) and parsed.open_tags == 0
 
     comps = execution_components(parsed, gt.gold_steps)
+    unmeasured = unmeasured_components(gt.gold_format, len(gold))
+    comps.update({c: 0.0 for c in unmeasured})  # reported as 0: the gold cannot tell (docs/rewards.md, gold forms)
     baselines = baseline_rewards(parsed, gold, no_call=no_call, no_call_penalty=cfg.no_call_penalty, rltr=cfg.rltr)
     overlap = sum((Counter(p.name for p in pred) & Counter(g.name for g in gold)).values())
 
@@ -205,7 +213,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         comps = {k: 0.0 for k in comps}
         r_tool, r_sum, score = 0.0, cfg.no_call_penalty, cfg.no_call_penalty
     else:
-        r_tool = execution_reward(comps, cfg.weights)
+        r_tool = execution_reward(comps, cfg.weights, unmeasured)
         # judge_direct_replies: on an irrelevance row a reply without any call is judged too (docs/rewards.md)
         direct = cfg.judge_direct_replies and not gold and parsed.open_tags == 0 and not tool_responses
         if judge is not None and (tool_responses or direct) and len(reply) >= cfg.min_reply_chars:
@@ -235,6 +243,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         "success": int(norm > 0 and score / norm >= cfg.success_tau - 1e-12),
         **{k: float(v) for k, v in baselines.items()},
         "gold_invalid": 0,
+        "gold_format": gt.gold_format,
         "reason": "; ".join(dict.fromkeys(r for r in reasons if r))[:500],
     }
     for k, v in row.items():

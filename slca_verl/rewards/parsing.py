@@ -251,6 +251,7 @@ class GroundTruth:
     subset_name: str
     reasons: list[str] = field(default_factory=list)
     gold_errors: list[str] = field(default_factory=list)
+    gold_format: str = "nested"  # nested | flat | names: which reward information the gold carries
 
     @property
     def gold_calls(self) -> list[ToolCall]:
@@ -334,6 +335,7 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
         gold_errors.append(f"gold_tool_calls is a {type(raw_gold).__name__}, not a list")
     else:
         steps, gold_errors = _gold_steps(raw_gold)
+    gold_format = _gold_format(gt.get("gold_format"), raw_gold, reasons)
 
     schemas = to_python(_maybe_json(gt.get("tool_schemas")))
     allowed_raw = to_python(_maybe_json(gt.get("allowed_tools")))
@@ -355,7 +357,22 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
         subset_name=str(gt.get("subset_name") or ""),
         reasons=reasons,
         gold_errors=gold_errors,
+        gold_format=gold_format,
     )
+
+
+def _gold_format(declared: Any, raw_gold: Any, reasons: list[str]) -> str:
+    """``ground_truth.gold_format`` as data_prep writes it, else inferred from the raw gold: a list of lists is
+    nested, a list of names names-only, any other list flat (an empty list is nested: an irrelevance row)."""
+    from slca_verl.rewards.execution import GOLD_FORMATS
+
+    if declared is not None:
+        if declared in GOLD_FORMATS:
+            return declared
+        reasons.append(f"gold_format {str(declared)[:40]!r} is not one of {list(GOLD_FORMATS)}; inferred")
+    if not isinstance(raw_gold, list) or not raw_gold or any(isinstance(s, list) for s in raw_gold):
+        return "nested"
+    return "names" if all(isinstance(s, str) for s in raw_gold) else "flat"
 
 
 def _schema_names(schemas: Any) -> set[str]:
