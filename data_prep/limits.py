@@ -5,6 +5,8 @@
   value the converters decode from text inside a record (JSON strings, python literals), is checked against
   :data:`MAX_DEPTH` containers first, without recursion; deeper is rejected as ``too_deep``. A value too deep for
   the parser itself (``json`` and ``ast`` stop near the interpreter's recursion limit) gets the same reason.
+- **Text.** A lone surrogate (``"\\ud800"`` in JSON) is a valid Python string that UTF-8, hence parquet, cannot
+  store; :func:`has_lone_surrogate` finds one so the row is rejected as ``invalid_unicode``.
 - **Numbers.** Python's ``json`` reads ``NaN`` / ``Infinity`` and ``ast`` reads ``1e999`` as a float; written into
   gold calls or tool schemas they would make rows that strict JSON readers refuse, so they are rejected as
   ``non_finite_number`` (:func:`non_finite_path` finds one).
@@ -15,7 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import math
-from typing import Any
+from typing import Any, Iterable
 
 __all__ = [
     "MAX_DEPTH",
@@ -23,6 +25,7 @@ __all__ = [
     "nesting_exceeds",
     "check_nesting",
     "non_finite_path",
+    "has_lone_surrogate",
     "loads",
     "raw_decode",
     "literal_eval",
@@ -91,6 +94,17 @@ def non_finite_path(value: Any) -> str | None:
         elif isinstance(node, (list, tuple)):
             stack.extend((v, f"{path}/{i}" if path else str(i)) for i, v in enumerate(node))
     return None
+
+
+def has_lone_surrogate(texts: Iterable[str]) -> bool:
+    """Whether a string holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot encode."""
+    for text in texts:
+        if not text.isascii():  # O(1): ASCII-only strings skip the encode
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
 
 
 def _may_nest_too_deep(text: str, brackets: str = "[{") -> bool:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from data_prep.limits import non_finite_path
+from data_prep.limits import has_lone_surrogate, non_finite_path
 from data_prep.schema import tools_index, validate_call
 
 __all__ = [
@@ -92,17 +92,6 @@ def _field_problem(c: Candidate) -> str | None:
     return None
 
 
-def _unencodable(texts: Iterable[str]) -> bool:
-    """Whether a string holds a lone surrogate (U+D800-U+DFFF): UTF-8, hence parquet, cannot store it."""
-    for text in texts:
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-    return False
-
-
 def check_candidate(c: Candidate) -> Rejection | None:
     """Reject empty questions, malformed gold structure, gold calls that do not fit their tool's schema, non-finite
     numbers in gold or schemas, and fields whose type the parquet columns cannot hold."""
@@ -133,7 +122,7 @@ def row_problem(row: dict[str, Any], record_index: int) -> Rejection | None:
     gt = row["reward_model"]["ground_truth"]
     texts = [row["data_source"], row["tools"], *(m["content"] for m in row["prompt"]), *gt["allowed_tools"],
              *(v for v in gt.values() if isinstance(v, str))]
-    if _unencodable(texts):
+    if has_lone_surrogate(texts):
         return Rejection("invalid_unicode", "a string holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot "
                          "store", record_index)
     return None

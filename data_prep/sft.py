@@ -19,7 +19,8 @@ Sources:
   prompt of the RL prompts (``data_prep.rows.hermes_system_prompt``) is put first, so SFT and RL see one format.
 A dialogue must end on an assistant turn (``no_final_assistant``) and hold at least one user turn (``no_user_turn``).
 Records are read by :func:`data_prep.readers.read_records`; a record that cannot be used is counted under its reason
-(``malformed_record``, ``too_deep``, ``not_utf8``, ``non_finite_number``, a tool-schema reason), never raised.
+(``malformed_record``, ``too_deep``, ``not_utf8``, ``non_finite_number``, ``invalid_unicode``, a tool-schema
+reason), never raised.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
 def _checked(messages: list[dict]) -> tuple[list[dict] | None, str]:
     if not all(isinstance(m["role"], str) and isinstance(m["content"], str) for m in messages):
         return None, "malformed_record"  # a second type in the messages column would fail the parquet write
+    if limits.has_lone_surrogate(m["content"] for m in messages):
+        return None, "invalid_unicode"
     if not any(m["role"] == "user" for m in messages):
         return None, "no_user_turn"
     if not messages or messages[-1]["role"] != "assistant" or not messages[-1]["content"].strip():

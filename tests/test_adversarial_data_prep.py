@@ -25,6 +25,8 @@ WEATHER = {"name": "get_weather", "description": "Weather of a city.",
 HOTEL = {"name": "hotel.search", "description": "Find hotels.",
          "parameters": {"type": "dict", "properties": {"city": {"type": "string"}, "max_price": {"type": "float"}},
                         "required": ["city"]}}
+BFCL_FUNCTION = {"name": "area", "description": "Area.", "parameters": {"type": "dict", "properties": {
+    "base": {"type": "integer"}}, "required": ["base"]}}
 
 
 def deep_json(n: int = DEEP) -> str:
@@ -266,12 +268,9 @@ def test_unusable_refs_and_patterns_are_schema_rejections_not_crashes_in_the_gol
 def test_bfcl_input_with_a_malformed_line_and_entries_or_answers_without_id(tmp_path):
     data = tmp_path / "data"
     (data / "possible_answer").mkdir(parents=True)
-    fn = {"name": "area", "description": "Area.", "parameters": {"type": "dict", "properties": {
-        "base": {"type": "integer"}}, "required": ["base"]}}
-
     def entry(i):
         return {"id": f"simple_python_{i}", "question": [[{"role": "user", "content": f"Area {i}?"}]],
-                "function": [fn]}
+                "function": [BFCL_FUNCTION]}
 
     write_lines(data / "BFCL_v4_simple_python.json", [
         entry(0), "{broken", {k: v for k, v in entry(2).items() if k != "id"}, entry(3), {**entry(4), "id": 4}])
@@ -322,6 +321,15 @@ def test_toucan_fields_of_the_wrong_type_are_rejected_before_the_write(tmp_path)
 def test_a_lone_surrogate_is_rejected_instead_of_failing_the_write(tmp_path):
     report, df = convert_lines(xlam, [xlam_record("Weather in \ud800 Paris?"), xlam_record()], tmp_path)
     assert dict(report.rejected) == {"invalid_unicode": 1} and questions(df) == ["Weather in Paris?"]
+
+
+def test_a_lone_surrogate_quoted_in_a_rejection_detail_does_not_stop_the_report(tmp_path):
+    bad_tool = {"name": "\ud800", "parameters": {"type": "object", "properties": {"a": {"type": "string",
+                                                                                      "minLength": -1}}}}
+    report, df = convert_lines(xlam, [xlam_record("bad tool?", tools=[bad_tool]), xlam_record()], tmp_path)
+    assert dict(report.rejected) == {"tool_schema_invalid": 1} and report.rows_written == 1
+    saved = json.loads((tmp_path / "out" / "xlam_report.json").read_text())
+    assert saved["examples_by_reason"]["tool_schema_invalid"][0]["detail"].startswith("\ud800: fails the JSON Schema")
 
 
 # --- readers ------------------------------------------------------------------------------------------------------
@@ -413,12 +421,13 @@ def test_non_finite_numbers_in_gold_or_schemas_are_rejected_never_written(tmp_pa
 def test_sft_counts_bad_records_under_a_reason_and_writes_the_good_dialogue(tmp_path):
     good = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
     lines = [good, deep_json(), "{broken", {"conversations": [None]}, {"prompt": 1},
-             {"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}], "tools": deep_json()}]
+             {"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}], "tools": deep_json()},
+             {"conversations": [{"from": "human", "value": "\ud800"}, {"from": "gpt", "value": "y"}]}]
     path = write_lines(tmp_path / "in.jsonl", lines)
     assert sft.main(["--input", path, "--output_dir", str(tmp_path / "out")]) == 0
     report = json.loads((tmp_path / "out" / "sft_report.json").read_text())
-    assert report["written"] == 1
-    assert report["skipped"] == {"too_deep": 2, "malformed_record": 3}
+    assert report["written"] == 1 == len(pd.read_parquet(tmp_path / "out" / "sft_train.parquet"))
+    assert report["skipped"] == {"too_deep": 2, "malformed_record": 3, "invalid_unicode": 1}
 
 
 # --- properties: any JSON value as a record is a row or a counted rejection ---------------------------------------
@@ -459,6 +468,25 @@ def test_any_record_is_a_row_or_a_counted_rejection(source, data, tmp_path_facto
     for _, row in df.iterrows():  # what is written is strict JSON
         json.loads(row["reward_model"]["ground_truth"]["gold_tool_calls"], parse_constant=pytest.fail)
         json.loads(row["tools"], parse_constant=pytest.fail)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_bfcl_entry_or_answer_is_a_row_or_a_counted_rejection(data, tmp_path_factory):
+    n = data.draw(st.integers(min_value=1, max_value=4))
+    entries, answers = [], []
+    for i in range(n):
+        entry = {"id": f"simple_python_{i}", "question": [[{"role": "user", "content": f"Area {i}?"}]],
+                 "function": [BFCL_FUNCTION]}
+        answer = {"id": f"simple_python_{i}", "ground_truth": [{"area": {"base": [i + 1]}}]}
+        entries.append(_mutated(entry, data) if data.draw(st.booleans()) else entry)
+        answers.append(_mutated(answer, data) if data.draw(st.booleans()) else answer)
+    folder = tmp_path_factory.mktemp("bfcl") / "data"
+    write_lines(folder / "BFCL_v4_simple_python.json", [json.dumps(e) for e in entries])
+    write_lines(folder / "possible_answer" / "BFCL_v4_simple_python.json", [json.dumps(a) for a in answers])
+    report, df = convert(bfcl, folder, folder.parent / "out", "--categories", "simple_python")
+    assert report.records_in == n and report.rows_written == len(df)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
