@@ -68,12 +68,16 @@ def main_for(source: str, description: str, make_convert: Callable[[argparse.Nam
         add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:  # configuration first: a bad reference file fails before any input is read
+        opts = options_from_args(args)
+    except (ValueError, OSError) as exc:  # unknown source, unreadable or non-JSON tasks file, no bfcl-eval
+        parser.error(f"--decontaminate_with: {exc}")
     try:
         records, notes = load(args) if load is not None else (read_records(args.input), {})
     except (InputError, FileNotFoundError) as exc:
         logger.error("%s: cannot read the input: %s", source, exc)
         parser.exit(2, f"{parser.prog}: error: cannot read the input: {exc}\n")
-    return run(source, str(args.input), records, make_convert(args), options_from_args(args), notes=notes)
+    return run(source, str(args.input), records, make_convert(args), opts, notes=notes)
 
 
 def simple_main(source: str, description: str, convert: ConvertFn, argv: Sequence[str] | None = None) -> Report:

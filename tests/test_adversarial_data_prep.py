@@ -400,6 +400,15 @@ def test_a_file_that_is_not_parquet_is_a_clear_error(tmp_path):
     assert "in.parquet: not a readable parquet file" in proc.stderr
 
 
+def test_a_decontamination_file_that_is_not_json_is_a_usage_error_before_reading(tmp_path, capsys):
+    (tmp_path / "tasks.json").write_text("{not json")
+    with pytest.raises(SystemExit) as exc:
+        xlam.main(["--input", str(tmp_path / "missing.json"), "--output_dir", str(tmp_path / "out"),
+                   "--decontaminate_with", f"tau2={tmp_path / 'tasks.json'}"])
+    assert exc.value.code == 2
+    assert "error: --decontaminate_with: Expecting property name" in capsys.readouterr().err
+
+
 # --- non-finite numbers -------------------------------------------------------------------------------------------
 
 def test_non_finite_numbers_in_gold_or_schemas_are_rejected_never_written(tmp_path):
