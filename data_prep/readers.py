@@ -52,6 +52,8 @@ def _parse_line(line: str, where: str) -> Any:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         return Unreadable("malformed_record", f"{where}: {exc}: {line[:200]}")
+    except ValueError as exc:  # an integer of more than 4300 digits (sys.get_int_max_str_digits)
+        return Unreadable("malformed_record", f"{where}: {exc}")
     except RecursionError:
         return Unreadable("too_deep", f"{where}: {_TOO_DEEP}")
 
@@ -89,17 +91,22 @@ def _first_line_is_a_value(text: str) -> bool:
         json.loads(line)
     except json.JSONDecodeError:
         return False
-    except RecursionError:
-        return True  # a complete line too deep to parse: JSON lines, that line is rejected on its own
+    except (RecursionError, ValueError):
+        return True  # a complete line too deep (or with too long a number) to read: rejected on its own
     return True
 
 
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _WS = re.compile(r"\s*")
 
 
 def _end_of_value(text: str, start: int) -> int:
-    """Index just past the bracketed value starting at ``text[start]`` (iterative: for values too deep to parse)."""
+    """Index just past the value starting at ``text[start]``, scanned without parsing it (for a value too deep, or
+    with too long a number, to parse): a number, or a bracketed value whose strings are skipped whole."""
+    number = _NUMBER.match(text, start)
+    if number:
+        return number.end()
     depth = 0
     for m in _STRING_OR_BRACKET.finditer(text, start):
         token = m.group()
@@ -127,15 +134,17 @@ def _array_items(text: str, path: str) -> list[Any]:
     while True:
         try:
             value, i = decoder.raw_decode(text, i)
-        except RecursionError:
+        except json.JSONDecodeError as exc:
+            raise _syntax_error(path, exc) from None
+        except (RecursionError, ValueError) as exc:
             try:
                 end = _end_of_value(text, i)
             except InputError:
                 raise InputError(f"{path}: item {len(items)} is never closed") from None
-            line = text.count("\n", 0, i) + 1
-            value, i = Unreadable("too_deep", f"{path} item {len(items)} (line {line}): {_TOO_DEEP}"), end
-        except json.JSONDecodeError as exc:
-            raise _syntax_error(path, exc) from None
+            where = f"{path} item {len(items)} (line {text.count(chr(10), 0, i) + 1})"
+            value = (Unreadable("too_deep", f"{where}: {_TOO_DEEP}") if isinstance(exc, RecursionError)
+                     else Unreadable("malformed_record", f"{where}: {exc}"))
+            i = end
         items.append(value)
         i = _WS.match(text, i).end()
         if text.startswith(",", i):
@@ -165,12 +174,13 @@ def _read_json(data: bytes, path: str) -> list[Any]:
         if _first_line_is_a_value(text):
             return _json_lines(data, path)
         raise _syntax_error(path, exc) from None
-    except RecursionError:
+    except (RecursionError, ValueError) as exc:  # too deep, or an integer of more than 4300 digits
         if text.lstrip().startswith("["):
             return _array_items(text, path)
         if _first_line_is_a_value(text):
             return _json_lines(data, path)
-        raise InputError(f"{path}: the top-level value {_TOO_DEEP}") from None
+        why = _TOO_DEEP if isinstance(exc, RecursionError) else f"cannot be read: {exc}"
+        raise InputError(f"{path}: the top-level value {why}") from None
 
 
 def _read_parquet(path: str) -> list[Any]:

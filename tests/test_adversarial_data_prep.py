@@ -176,6 +176,18 @@ def test_schemas_and_calls_nested_deep_inside_json_strings_are_too_deep(tmp_path
     assert dict(report.rejected) == {"too_deep": 3} and questions(df) == ["Weather in Paris?"]
 
 
+def test_a_schema_and_call_nested_just_inside_the_bound_are_still_written(tmp_path):
+    levels = 45  # tool list + tool + 2 containers per object level: 94 of the 100 allowed
+    arguments: object = "Paris"
+    for _ in range(levels):
+        arguments = {"a": arguments}
+    deep_tool = {"name": "get_weather", "parameters": nested_schema(levels)}
+    report, df = convert_lines(xlam, [xlam_record("deep but fine?", tools=[deep_tool], answers=[
+        {"name": "get_weather", "arguments": arguments}])], tmp_path)
+    assert report.rows_written == 1 and not report.rejected
+    assert json.loads(df.iloc[0]["reward_model"]["ground_truth"]["gold_tool_calls"])[0][0]["arguments"] == arguments
+
+
 def test_a_schema_nested_450_deep_given_as_objects_is_too_deep(tmp_path):
     deep = toucan_record("deep schema?")
     deep["reward_model"]["ground_truth"]["tool_schemas"] = [{"type": "function", "function": {
@@ -252,14 +264,19 @@ def test_unusable_refs_and_patterns_are_schema_rejections_not_crashes_in_the_gol
         "type": "object", "definitions": {"c": {"type": "string"}}, "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
     bad_regex = toucan_record("bad pattern?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
         "type": "object", "properties": {"city": {"type": "string", "pattern": "("}}}}}])
+    overflow = toucan_record("overflow?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
+        "type": "object", "properties": {"city": {"type": "integer", "multipleOf": 0.1}}}}}],
+        gold=[[{"name": "get_weather", "arguments": {"city": 10**400}}]])  # jsonschema: int too large for a float
     cycle = toucan_record("ref cycle?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
         "type": "object", "definitions": {"c": {"$ref": "#/definitions/c"}}, "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
-    report, df = convert_lines(toucan, [dangling, remote, local, bad_regex, cycle], tmp_path)
-    assert dict(report.rejected) == {"tool_schema_invalid": 3, "too_deep": 1} and questions(df) == ["resolvable ref?"]
+    report, df = convert_lines(toucan, [dangling, remote, local, bad_regex, overflow, cycle], tmp_path)
+    assert dict(report.rejected) == {"tool_schema_invalid": 4, "too_deep": 1} and questions(df) == ["resolvable ref?"]
     details = [e["detail"] for e in report.examples["tool_schema_invalid"]]
     assert "$ref '#/definitions/missing' does not point inside the schema" in details[0]
     assert "https://example.invalid/city.json" in details[1]
     assert "fails the JSON Schema meta-schema: '(' is not a 'regex'" in details[2]
+    assert details[3] == ("get_weather: the schema cannot be applied: OverflowError: int too large to convert to "
+                          "float")
     assert detail(report, "too_deep") == "get_weather: validating the call recursed too deep (a $ref cycle?)"
 
 
@@ -367,6 +384,17 @@ def test_a_jsonl_line_that_is_not_utf8_is_one_rejection_naming_the_byte(tmp_path
     assert dict(report.rejected) == {"not_utf8": 1} and questions(df) == ["Weather in Paris?", "first?"]
     offset = len(first) + 1 + bad.index(b"\xc3")
     assert detail(report, "not_utf8").endswith(f"line 2: not UTF-8 at byte offset {offset}")
+
+
+def test_an_integer_too_long_to_read_is_one_rejection_in_json_lines_and_in_an_array(tmp_path):
+    huge = "1" * 5000  # past Python's 4300-digit limit on int(str), which json.loads raises ValueError for
+    report, df = convert_lines(xlam, [xlam_record("a?"), '{"query": ' + huge + "}", xlam_record()], tmp_path / "jsonl")
+    assert dict(report.rejected) == {"malformed_record": 1} and report.rows_written == 2
+    assert "line 2: Exceeds the limit (4300 digits)" in detail(report, "malformed_record")
+    (tmp_path / "in.json").write_text(f"[{json.dumps(xlam_record('a?'))}, {huge}, {json.dumps(xlam_record())}]")
+    report, df = convert(xlam, tmp_path / "in.json", tmp_path / "out")
+    assert dict(report.rejected) == {"malformed_record": 1} and report.rows_written == 2
+    assert "item 1 (line 1): Exceeds the limit (4300 digits)" in detail(report, "malformed_record")
 
 
 @pytest.mark.parametrize("text", ["42", "null", "true", '"abc"'])
