@@ -166,13 +166,14 @@ def parse_python_calls(text: str) -> list[dict]:
         if open_at <= 0 or not part.endswith(")"):
             raise CallParseError(f"not a call: {part[:120]}")
         name, arg_text = part[:open_at].strip(), part[open_at + 1 : -1]
+        too_deep = limits.RecordError("too_deep", f"{name}: arguments nest deeper than the python parser allows")
         try:
             node = ast.parse(f"_f({arg_text})", mode="eval").body
         except (RecursionError, MemoryError):
-            raise limits.RecordError("too_deep", f"{name}: arguments nest deeper than the python parser allows") from None
+            raise too_deep from None
         except SyntaxError as exc:
             if "too many nested" in str(exc.msg):
-                raise limits.RecordError("too_deep", f"{name}: arguments nest deeper than the python parser allows") from None
+                raise too_deep from None
             raise CallParseError(f"{name}: arguments do not parse: {exc.msg}") from None
         if node.args:
             raise CallParseError(f"{name}: positional arguments cannot be mapped to parameter names")

@@ -315,7 +315,8 @@ def normalize_tool(tool: Any) -> dict:
         raise SchemaError("tool_schema_invalid", f"{name}: fails the JSON Schema meta-schema: {error}")
     where = non_finite_path(schema)
     if where is not None:
-        raise SchemaError("non_finite_number", f"{name}: parameters at {where or '(root)'}: NaN or infinity is not JSON")
+        raise SchemaError("non_finite_number",
+                          f"{name}: parameters at {where or '(root)'}: NaN or infinity is not JSON")
     dangling = _dangling_ref(schema)
     if dangling is not None:
         raise SchemaError("tool_schema_invalid", f"{name}: $ref {dangling[:120]!r} does not point inside the schema")

@@ -7,9 +7,10 @@ The prompt is kept verbatim (it already lists the tools in a hermes system promp
 ``subset_name`` and ``original_turn_index`` are kept; ``ability``, ``agent_name`` and ``extra_info.index`` /
 ``split`` / ``tool_schemas`` are added. Checked: the prompt is a list of chat messages, the tool schemas pass the
 JSON Schema meta-schema, ``allowed_tools`` names exactly those tools, ``gold_tool_calls`` is the nested
-(v2) list of steps and every gold call fits its schema. ``reward_model``, its ``ground_truth`` and ``extra_info`` may
-be objects or their JSON text; text that does not parse is rejected as ``<field>_unparseable``. A flat v1 list (``[call, ...]``) or a list of bare
-names is rejected as ``gold_not_nested``: the parallel term of HierR needs the steps.
+(v2) list of steps and every gold call fits its schema. A flat v1 list (``[call, ...]``) or a list of bare
+names is rejected as ``gold_not_nested``: the parallel term of HierR needs the steps. ``reward_model``, its
+``ground_truth`` and ``extra_info`` may be objects or their JSON text; text that does not parse is rejected as
+``<field>_unparseable``. Passed-through fields must have the layout's types (``field_type_invalid`` otherwise).
 """
 
 from __future__ import annotations

@@ -261,14 +261,16 @@ def test_unusable_refs_and_patterns_are_schema_rejections_not_crashes_in_the_gol
     remote = toucan_record("remote?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
         "type": "object", "properties": {"city": {"$ref": "https://example.invalid/city.json"}}}}}])
     local = toucan_record("resolvable ref?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
-        "type": "object", "definitions": {"c": {"type": "string"}}, "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
+        "type": "object", "definitions": {"c": {"type": "string"}},
+        "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
     bad_regex = toucan_record("bad pattern?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
         "type": "object", "properties": {"city": {"type": "string", "pattern": "("}}}}}])
     overflow = toucan_record("overflow?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
         "type": "object", "properties": {"city": {"type": "integer", "multipleOf": 0.1}}}}}],
         gold=[[{"name": "get_weather", "arguments": {"city": 10**400}}]])  # jsonschema: int too large for a float
     cycle = toucan_record("ref cycle?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
-        "type": "object", "definitions": {"c": {"$ref": "#/definitions/c"}}, "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
+        "type": "object", "definitions": {"c": {"$ref": "#/definitions/c"}},
+        "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
     report, df = convert_lines(toucan, [dangling, remote, local, bad_regex, overflow, cycle], tmp_path)
     assert dict(report.rejected) == {"tool_schema_invalid": 4, "too_deep": 1} and questions(df) == ["resolvable ref?"]
     details = [e["detail"] for e in report.examples["tool_schema_invalid"]]
@@ -444,7 +446,8 @@ def test_non_finite_numbers_in_gold_or_schemas_are_rejected_never_written(tmp_pa
                                                                             'max_price=1e999)]'),
                                          toolace_record()], tmp_path / "toolace")
     assert dict(report.rejected) == {"non_finite_number": 1} and questions(df) == ["Hotels in Boston?"]
-    assert detail(report, "non_finite_number") == "gold_tool_calls at 0/0/arguments/max_price: NaN or infinity is not JSON"
+    assert detail(report, "non_finite_number") == ("gold_tool_calls at 0/0/arguments/max_price: "
+                                                   "NaN or infinity is not JSON")
     nan_tool = {**WEATHER, "parameters": {"type": "object", "properties": {"city": {"type": "string",
                                                                                    "maximum": math.inf}}}}
     report, df = convert_lines(xlam, [xlam_record("nan answer?", answers=[{"name": "get_weather",
