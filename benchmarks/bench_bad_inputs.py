@@ -186,6 +186,107 @@ def _sgls_judge_fence():
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _data_prep_file(name: str, text: str) -> str:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="bench_bad_inputs_")) / name
+    path.write_text(text)
+    return str(path)
+
+
+def _xlam_line(i: int) -> str:
+    tool = {"name": "f", "parameters": {"x": {"type": "int"}}}
+    return json.dumps({"query": f"q{i}", "tools": json.dumps([tool]), "answers": "[]"})
+
+
+@case("data_prep", "read_records: .jsonl, one line 5000 deep", "10,000 lines")
+def _bench_reader_deep_line():
+    from data_prep.readers import read_records
+
+    lines = [_xlam_line(i) for i in range(10_000)]
+    lines[5000] = "[" * 5000 + "]" * 5000
+    path = _data_prep_file("deep.jsonl", "\n".join(lines))
+    return lambda: read_records(path)
+
+
+@case("data_prep", "read_records: .json array, one item 5000 deep", "10,000 items")
+def _bench_reader_deep_item():
+    from data_prep.readers import read_records
+
+    items = [_xlam_line(i) for i in range(10_000)]
+    items[5000] = "[" * 5000 + "]" * 5000
+    path = _data_prep_file("deep.json", "[\n" + ",\n".join(items) + "\n]")
+    return lambda: read_records(path)
+
+
+@case("data_prep", "normalize_tools: schema 450 object levels deep", "450 levels")
+def _bench_schema_deep():
+    from data_prep.limits import RecordError
+    from data_prep.schema import normalize_tools
+
+    schema: dict = {"type": "string"}
+    for _ in range(450):
+        schema = {"type": "object", "properties": {"a": schema}}
+    text = json.dumps([{"name": "f", "parameters": schema}])
+
+    def run():
+        try:
+            normalize_tools(text)
+        except RecordError:
+            pass
+
+    return run
+
+
+@case("data_prep", "normalize_tools: type string List[List[...]]", "100,000 levels")
+def _bench_type_string_deep():
+    from data_prep.limits import RecordError
+    from data_prep.schema import normalize_tools
+
+    tools = [{"name": "f", "parameters": {"x": {"type": "List[" * 100_000 + "int" + "]" * 100_000}}}]
+
+    def run():
+        try:
+            normalize_tools(tools)
+        except RecordError:
+            pass
+
+    return run
+
+
+@case("data_prep", "parse_python_calls: argument 1+1+...+1", "100,000 terms")
+def _bench_python_call_chain():
+    from data_prep.calls import parse_python_calls
+    from data_prep.limits import RecordError
+
+    text = "[f(x=" + "1+" * 100_000 + "1)]"
+
+    def run():
+        try:
+            parse_python_calls(text)
+        except RecordError:
+            pass
+
+    return run
+
+
+@case("data_prep", "extract_json_values: 900 unclosed nested arrays", "2,700 chars")
+def _bench_extract_unclosed():
+    from data_prep.dialogue import extract_json_values
+
+    text = "[0," * 900
+    return lambda: extract_json_values(text, "[")
+
+
+@case("data_prep", "nesting_exceeds: one wide record", "1,000,000 lists")
+def _bench_nesting_wide():
+    from data_prep.limits import nesting_exceeds
+
+    record = {"values": [[i] for i in range(1_000_000)]}
+    return lambda: nesting_exceeds(record)
+
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default="", help="run only the cases whose area starts with this")

@@ -3,6 +3,7 @@
 One module per source, each runnable as ``python -m data_prep.<source> --input PATH --output_dir DIR``:
 ``xlam``, ``toolace``, ``hermes_fc``, ``glaive``, ``toucan``, ``bfcl``. Shared pieces: ``schema`` (tool schema
 normalisation to JSON Schema, gold-call validation), ``calls`` (call-text parsers), ``rows`` (the row builder),
-``report`` (the in/written/rejected report), ``pipeline`` (dedup, decontamination, split, parquet writing).
+``report`` (the in/written/rejected report), ``pipeline`` (dedup, decontamination, split, parquet writing),
+``readers`` (local files -> records), ``limits`` (the nesting and number bounds every record is held to).
 See docs/data_prep.md.
 """

@@ -24,6 +24,8 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.cli import main_for
 from data_prep.decontam import bfcl_data_dir
+from data_prep.limits import non_finite_path
+from data_prep.readers import InputError, Unreadable, read_json_lines
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
 
@@ -46,27 +48,42 @@ NOT_CONVERTED = {
 __all__ = ["SOURCE", "AST_CATEGORIES", "convert_record", "load", "main"]
 
 
-def _read_jsonl(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def _read_jsonl(path: str) -> list[Any]:
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: missing (is --input a bfcl_eval/data folder?)")
+    return read_json_lines(path)
 
 
-def load(args: argparse.Namespace) -> tuple[list[tuple[str, dict, dict | None]], dict]:
-    """(category, entry, possible answer or None) for every entry of the chosen categories."""
+def _entry_id(entry: Any) -> str | None:
+    return entry["id"] if isinstance(entry, dict) and isinstance(entry.get("id"), str) else None
+
+
+def load(args: argparse.Namespace) -> tuple[list[Any], dict]:
+    """(category, entry, possible answer or None) for every entry of the chosen categories.
+
+    An entry line that does not parse stays a record (rejected under its reader reason); an answer line that does
+    not parse or has no string ``id`` cannot be matched to its entry, which is then rejected as
+    ``bfcl_answer_missing``; the notes count those answer lines per category.
+    """
     data_dir = args.input or bfcl_data_dir()
     if data_dir is None or not os.path.isdir(data_dir):
         raise FileNotFoundError("bfcl_eval data not found: pip install --no-deps bfcl-eval==2026.3.23, or --input")
-    records, per_category = [], {}
+    records: list[Any] = []
+    per_category, unusable_answers = {}, {}
     for category in args.categories:
         entries = _read_jsonl(os.path.join(data_dir, f"BFCL_v4_{category}.json"))
         answers = {}
         if category not in NO_ANSWER_CATEGORIES:
-            answers = {a["id"]: a for a in _read_jsonl(os.path.join(data_dir, "possible_answer",
-                                                                    f"BFCL_v4_{category}.json"))}
-        records.extend((category, e, answers.get(e.get("id"))) for e in entries)
+            lines = _read_jsonl(os.path.join(data_dir, "possible_answer", f"BFCL_v4_{category}.json"))
+            answers = {_entry_id(a): a for a in lines if _entry_id(a) is not None}
+            if len(answers) < len(lines):
+                unusable_answers[category] = sum(_entry_id(a) is None for a in lines)
+        records.extend(e if isinstance(e, Unreadable) else (category, e, answers.get(_entry_id(e))) for e in entries)
         per_category[category] = len(entries)
     notes = {"bfcl_data_dir": data_dir, "entries_by_category": per_category,
              "categories_not_converted": {c: why for c, why in NOT_CONVERTED.items() if c not in args.categories}}
+    if unusable_answers:
+        notes["answer_lines_without_id"] = unusable_answers
     return records, notes
 
 
@@ -123,6 +140,8 @@ def _gold_step(answer: dict, stringify: bool, tools: list[dict]) -> list[dict]:
 def convert_record(record: tuple[str, dict, dict | None], index: int) -> Iterable[Candidate | Rejection]:
     """One BFCL entry (with its possible answer) -> one evaluation candidate."""
     category, entry, answer = record
+    if _entry_id(entry) is None:
+        return [Rejection("malformed_record", f"entry has no string id: {str(entry)[:120]}", index)]
     turns = entry.get("question") or []
     if len(turns) != 1 or not isinstance(turns[0], list):
         return [Rejection("malformed_record", f"{entry.get('id')}: expected one turn of messages", index)]
@@ -137,6 +156,8 @@ def convert_record(record: tuple[str, dict, dict | None], index: int) -> Iterabl
         return [Rejection("bfcl_answer_missing", f"{entry.get('id')}: no possible answer", index)]
     else:
         gold, possible = [_gold_step(answer, stringify, tools)], answer["ground_truth"]
+        if non_finite_path(possible) is not None:
+            return [Rejection("non_finite_number", f"{entry['id']}: the possible answer holds NaN or infinity", index)]
     return [Candidate(
         data_source=f"bfcl_{category}",
         messages=messages,
@@ -145,7 +166,7 @@ def convert_record(record: tuple[str, dict, dict | None], index: int) -> Iterabl
         question=users[-1] if users else "",
         record_index=index,
         subset=category,
-        extra_ground_truth={"bfcl_id": entry.get("id", ""), "possible_answer": json.dumps(possible)},
+        extra_ground_truth={"bfcl_id": entry["id"], "possible_answer": json.dumps(possible)},
     )]
 
 

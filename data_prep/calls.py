@@ -6,7 +6,8 @@
 - glaive ``<functioncall> {"name": "f", "arguments": '{"a": 1}'}`` (arguments in single quotes);
 - ToolACE / BFCL python style ``[f(a=1, b="x"), g()]``.
 
-Every parser raises :class:`CallParseError` instead of guessing.
+Every parser raises :class:`CallParseError` instead of guessing, and
+:class:`data_prep.limits.RecordError` (``too_deep`` / ``non_finite_number``) for calls beyond the record bounds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import ast
 import json
 import re
 from typing import Any
+
+from data_prep import limits
 
 __all__ = [
     "CallParseError",
@@ -43,7 +46,7 @@ def normalize_call(obj: Any) -> dict:
         args = {}
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = limits.loads(args, f"{obj['name']} arguments") if args.strip() else {}
         except json.JSONDecodeError as exc:
             raise CallParseError(f"{obj['name']}: arguments string is not JSON: {exc}") from None
     if not isinstance(args, dict):
@@ -55,7 +58,7 @@ def parse_json_calls(value: Any) -> list[dict]:
     """A JSON string / object / list of call objects -> calls."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = limits.loads(value, "call text")
         except json.JSONDecodeError as exc:
             raise CallParseError(f"call text is not JSON: {exc}") from None
     if isinstance(value, dict):
@@ -67,12 +70,12 @@ def parse_json_calls(value: Any) -> list[dict]:
 
 def _loads_lenient(body: str) -> Any:
     try:
-        return json.loads(body)
+        return limits.loads(body, "tool_call body")
     except json.JSONDecodeError:
         pass
     try:
-        return ast.literal_eval(body)
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        return limits.literal_eval(body, "tool_call body")
+    except (ValueError, SyntaxError, TypeError) as exc:
         raise CallParseError(f"tool_call body is neither JSON nor a python literal: {exc}") from None
 
 
@@ -96,7 +99,7 @@ def parse_glaive_call(text: str) -> dict:
     """The text after ``<functioncall>``: JSON whose ``arguments`` is a single-quoted JSON string."""
     body = text.replace("<|endoftext|>", "").strip()
     try:
-        return normalize_call(json.loads(body))
+        return normalize_call(limits.loads(body, "functioncall"))
     except json.JSONDecodeError:
         pass
     m = _GLAIVE_ARGS_RE.match(body)
@@ -104,8 +107,8 @@ def parse_glaive_call(text: str) -> dict:
         raise CallParseError(f"functioncall is not JSON: {body[:120]}")
     head, args_text, tail = m.groups()
     try:
-        obj = json.loads(head + "null" + tail)
-        args = json.loads(args_text) if args_text.strip() else {}
+        obj = limits.loads(head + "null" + tail, "functioncall")
+        args = limits.loads(args_text, "functioncall arguments") if args_text.strip() else {}
     except json.JSONDecodeError as exc:
         raise CallParseError(f"functioncall arguments are not JSON: {exc}") from None
     obj["arguments"] = args
@@ -163,9 +166,14 @@ def parse_python_calls(text: str) -> list[dict]:
         if open_at <= 0 or not part.endswith(")"):
             raise CallParseError(f"not a call: {part[:120]}")
         name, arg_text = part[:open_at].strip(), part[open_at + 1 : -1]
+        too_deep = limits.RecordError("too_deep", f"{name}: arguments nest deeper than the python parser allows")
         try:
             node = ast.parse(f"_f({arg_text})", mode="eval").body
+        except (RecursionError, MemoryError):
+            raise too_deep from None
         except SyntaxError as exc:
+            if "too many nested" in str(exc.msg):
+                raise too_deep from None
             raise CallParseError(f"{name}: arguments do not parse: {exc.msg}") from None
         if node.args:
             raise CallParseError(f"{name}: positional arguments cannot be mapped to parameter names")
@@ -175,7 +183,7 @@ def parse_python_calls(text: str) -> list[dict]:
                 raise CallParseError(f"{name}: **kwargs cannot be mapped to parameter names")
             try:
                 args[kw.arg] = ast.literal_eval(kw.value)
-            except (ValueError, SyntaxError) as exc:
+            except (ValueError, SyntaxError, TypeError, RecursionError) as exc:
                 raise CallParseError(f"{name}: value of {kw.arg} is not a literal: {exc}") from None
         calls.append(normalize_call({"name": name, "arguments": args}))
     return calls

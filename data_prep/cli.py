@@ -13,9 +13,11 @@ from typing import Any, Callable, Sequence
 
 from data_prep.decontam import parse_decontam_spec
 from data_prep.pipeline import ConvertFn, Options, run
-from data_prep.readers import read_records
+from data_prep.readers import InputError, read_records
 from data_prep.report import Report
 from data_prep.rows import SYSTEM_PROMPT_STYLES
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["build_parser", "options_from_args", "main_for"]
 
@@ -55,17 +57,27 @@ def options_from_args(args: argparse.Namespace) -> Options:
 def main_for(source: str, description: str, make_convert: Callable[[argparse.Namespace], ConvertFn],
              argv: Sequence[str] | None = None, add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
              load: Callable[[argparse.Namespace], tuple[list[Any], dict]] | None = None, **parser_defaults) -> Report:
-    """Parse ``argv``, read the input, run the pipeline; returns the report (also written as JSON)."""
+    """Parse ``argv``, read the input, run the pipeline; returns the report (also written as JSON).
+
+    An input that cannot be read at all (missing, not UTF-8, not JSON, a broken parquet) ends the run with exit
+    status 2 and one line naming the file and where, as argparse does for bad arguments; a bad *record* never
+    does (it is a counted rejection in the report).
+    """
     parser = build_parser(source, description, **parser_defaults)
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if load is not None:
-        records, notes = load(args)
-    else:
-        records, notes = read_records(args.input), {}
-    return run(source, str(args.input), records, make_convert(args), options_from_args(args), notes=notes)
+    try:  # configuration first: a bad reference file fails before any input is read
+        opts = options_from_args(args)
+    except (ValueError, OSError) as exc:  # unknown source, unreadable or non-JSON tasks file, no bfcl-eval
+        parser.error(f"--decontaminate_with: {exc}")
+    try:
+        records, notes = load(args) if load is not None else (read_records(args.input), {})
+    except (InputError, FileNotFoundError) as exc:
+        logger.error("%s: cannot read the input: %s", source, exc)
+        parser.exit(2, f"{parser.prog}: error: cannot read the input: {exc}\n")
+    return run(source, str(args.input), records, make_convert(args), opts, notes=notes)
 
 
 def simple_main(source: str, description: str, convert: ConvertFn, argv: Sequence[str] | None = None) -> Report:

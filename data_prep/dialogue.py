@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from data_prep import limits
 from data_prep.calls import CallParseError, render_hermes_calls
 from data_prep.cli import main_for
 from data_prep.rows import Candidate, Rejection
@@ -65,7 +66,9 @@ def assistant_turn(content: str, split_calls: CallSplitter) -> Turn:
 def sharegpt_turns(conversations: list[dict], split_calls: CallSplitter) -> list[Turn]:
     """ShareGPT messages (``from``/``value`` or ``role``/``content``) -> turns."""
     turns = []
-    for msg in conversations:
+    for i, msg in enumerate(conversations):
+        if not isinstance(msg, dict):
+            raise ValueError(f"message {i} is {'null' if msg is None else 'a ' + type(msg).__name__}, not an object")
         role = ROLE_ALIASES.get(str(msg.get("from", msg.get("role", ""))).lower())
         content = msg.get("value", msg.get("content"))
         if role is None or not isinstance(content, str):
@@ -138,7 +141,7 @@ def extract_json_values(text: str, start_chars: str = "[{") -> list[Any]:
     while i < len(text):
         if text[i] in start_chars:
             try:
-                value, end = decoder.raw_decode(text, i)
+                value, end = limits.raw_decode(decoder, text, i, "JSON in the text")
             except json.JSONDecodeError:
                 i += 1
                 continue

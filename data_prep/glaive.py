@@ -16,7 +16,6 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_glaive_call
 from data_prep.dialogue import Turn, assistant_turn, dialogue_main, extract_json_values, split_dialogue
-from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
 
@@ -49,7 +48,7 @@ def parse_chat(chat: str) -> list[Turn]:
 
 def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) -> Iterable[Candidate | Rejection]:
     """One glaive record -> one candidate per user turn."""
-    if not isinstance(record, dict) or UNREADABLE in record:
+    if not isinstance(record, dict):
         return [Rejection("malformed_record", str(record)[:200], index)]
     system, chat = record.get("system"), record.get("chat")
     if not isinstance(system, str) or not isinstance(chat, str):

@@ -11,14 +11,13 @@ Records of the json-mode configs (no tools) are rejected as ``no_tools``.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any, Iterable, Sequence
 
+from data_prep import limits
 from data_prep.calls import parse_hermes_calls
 from data_prep.dialogue import dialogue_main, sharegpt_turns, split_dialogue
-from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import SchemaError, normalize_tools
 
@@ -35,17 +34,21 @@ def tools_from_system(text: str) -> list[Any] | None:
     body = next((b.strip() for b in _TOOLS_BLOCK.findall(text or "") if b.strip()), None)
     if body is None:
         return None
-    for parse in (_json_list, ast.literal_eval, _concatenated_objects):
+    for parse in (_json_list, _python_literal, _concatenated_objects):
         try:
             value = parse(body)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError):
             continue
         return value if isinstance(value, list) else [value]
     raise SchemaError("tools_unparseable", f"<tools> block is neither JSON nor a python literal: {body[:120]}")
 
 
 def _json_list(body: str) -> Any:
-    return json.loads(body)
+    return limits.loads(body, "<tools> block")
+
+
+def _python_literal(body: str) -> Any:
+    return limits.literal_eval(body, "<tools> block")
 
 
 def _concatenated_objects(body: str) -> list[Any]:
@@ -55,7 +58,7 @@ def _concatenated_objects(body: str) -> list[Any]:
         if body[i].isspace():
             i += 1
             continue
-        value, i = decoder.raw_decode(body, i)
+        value, i = limits.raw_decode(decoder, body, i, "<tools> block")
         values.append(value)
     return values
 
@@ -68,7 +71,7 @@ def _split_hermes(content: str) -> tuple[list[dict], str] | None:
 
 def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) -> Iterable[Candidate | Rejection]:
     """One ShareGPT record -> one candidate per user turn."""
-    if not isinstance(record, dict) or UNREADABLE in record:
+    if not isinstance(record, dict):
         return [Rejection("malformed_record", str(record)[:200], index)]
     conversations = record.get("conversations")
     if not isinstance(conversations, list):

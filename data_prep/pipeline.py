@@ -23,8 +23,10 @@ from tqdm.auto import tqdm
 
 from data_prep.calls import CallParseError
 from data_prep.decontam import Decontaminator, dedup_key, normalize_question
+from data_prep.limits import MAX_DEPTH, RecordError, nesting_exceeds
+from data_prep.readers import Unreadable
 from data_prep.report import Report
-from data_prep.rows import Candidate, Rejection, build_row, check_candidate
+from data_prep.rows import Candidate, Rejection, build_row, check_candidate, row_problem
 from data_prep.schema import SchemaError
 
 logger = logging.getLogger(__name__)
@@ -57,34 +59,72 @@ class Options:
         return d
 
 
+# A converter raising one of these met a record of the wrong shape: the row is rejected as malformed_record
+# (or under the exception's own ``reason``, which SchemaError and RecordError carry).
+_MALFORMED = (SchemaError, CallParseError, KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def _rejection_for(exc: BaseException, index: int) -> Rejection:
+    if isinstance(exc, RecursionError):
+        # backstop: every record is depth-checked first, so this means a recursion the bound does not cover
+        return Rejection("too_deep", f"recursion limit reached while converting: {exc}", index)
+    if isinstance(exc, RecordError):
+        return Rejection(exc.reason, exc.detail, index)
+    if isinstance(exc, _MALFORMED):
+        reason = getattr(exc, "reason", None) or ("gold_call_unparseable" if isinstance(exc, CallParseError)
+                                                  else "malformed_record")
+        return Rejection(reason, getattr(exc, "detail", None) or str(exc), index)
+    # a converter bug met by this record: counted and logged, and the run goes on
+    logger.warning("record %d: unexpected %s while converting", index, type(exc).__name__, exc_info=exc)
+    return Rejection("unexpected_error", f"{type(exc).__name__}: {exc}", index)
+
+
+def _convert_one(record: Any, index: int, convert: ConvertFn) -> list[Candidate | Rejection]:
+    """The converter's outputs for one record, or the one rejection saying why there are none."""
+    if isinstance(record, Unreadable):
+        return [Rejection(record.reason, record.detail, index)]
+    if nesting_exceeds(record):
+        return [Rejection("too_deep", f"the record nests more than {MAX_DEPTH} levels deep", index)]
+    try:
+        return list(convert(record, index))
+    except Exception as exc:  # noqa: BLE001 - one bad record never ends the run; see _rejection_for
+        return [_rejection_for(exc, index)]
+
+
+def _row_or_rejection(candidate: Candidate, system_prompt: str) -> dict | Rejection:
+    try:
+        problem = check_candidate(candidate)
+        if problem is not None:
+            return problem
+        row = build_row(candidate, system_prompt)
+        return row_problem(row, candidate.record_index) or row
+    except Exception as exc:  # noqa: BLE001 - e.g. a schema jsonschema cannot apply to the gold call
+        return _rejection_for(exc, candidate.record_index)
+
+
 def convert_records(
     records: Sequence[Any], convert: ConvertFn, report: Report, system_prompt: str = "hermes", progress: bool = True
 ) -> pd.DataFrame:
     """Run the source's converter over every record; returns one frame row per checked candidate.
 
-    Columns: ``row`` (the parquet row dict), ``record_index``, ``question_norm``.
+    Nothing a record holds ends the run: an unreadable or too-deep record, a converter error and a candidate that
+    fails its checks all become one counted rejection. Columns: ``row`` (the parquet row dict), ``record_index``,
+    ``question_norm``.
     """
     rows, record_ids, questions = [], [], []
     for i, record in enumerate(tqdm(records, desc=f"{report.source}", unit="rec", disable=not progress,
                                     mininterval=1.0)):
         report.count_record()
-        try:
-            outputs = list(convert(record, i))
-        except (SchemaError, CallParseError, KeyError, TypeError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or ("gold_call_unparseable" if isinstance(exc, CallParseError)
-                                                      else "malformed_record")
-            outputs = [Rejection(reason, getattr(exc, "detail", None) or str(exc), i)]
-        for out in outputs:
+        for out in _convert_one(record, i, convert):
             report.count_row()
             if isinstance(out, Candidate):
-                problem = check_candidate(out)
-                if problem is None:
-                    row = build_row(out, system_prompt)
+                row = _row_or_rejection(out, system_prompt)
+                if isinstance(row, dict):
                     rows.append(row)
                     record_ids.append(out.record_index)
                     questions.append(normalize_question(out.question))
                     continue
-                out = problem
+                out = row
             report.reject(out.reason, out.detail, out.record_index)
     return pd.DataFrame({"row": rows, "record_index": np.asarray(record_ids, dtype=np.int64),
                          "question_norm": questions})

@@ -98,7 +98,8 @@ class Report:
 
     def write(self, path: str) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
+        # a detail quoting the record may hold a lone surrogate; it is written as its JSON escape instead of failing
+        with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
             json.dump(self.to_dict(), f, indent=2, ensure_ascii=False, default=str)
         self.outputs.setdefault("report", path)
 

@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from data_prep.limits import has_lone_surrogate, non_finite_path
 from data_prep.schema import tools_index, validate_call
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Candidate",
     "Rejection",
     "check_candidate",
+    "row_problem",
     "build_row",
     "hermes_system_prompt",
     "SYSTEM_PROMPT_STYLES",
@@ -70,20 +72,59 @@ class Rejection:
     record_index: int
 
 
+_MAX_TURN_INDEX = 2**31 - 1
+
+
+def _field_problem(c: Candidate) -> str | None:
+    """What would give a parquet column a second type (or overflow it), so that writing the split fails."""
+    if not isinstance(c.data_source, str) or not c.data_source:
+        return f"data_source is {c.data_source!r}, not a non-empty string"
+    if c.subset is not None and not isinstance(c.subset, str):
+        return f"subset_name is a {type(c.subset).__name__}, not a string"
+    if type(c.turn_index) is not int or not 0 <= c.turn_index <= _MAX_TURN_INDEX:
+        return f"original_turn_index {c.turn_index!r} is not an integer in [0, {_MAX_TURN_INDEX}]"
+    for i, m in enumerate(c.prompt if c.prompt is not None else c.messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            return f"message {i} is not {{role: str, content: str}}"
+    for key, value in c.extra_ground_truth.items():
+        if not isinstance(value, str):
+            return f"ground_truth.{key} is a {type(value).__name__}, not a string"
+    return None
+
+
 def check_candidate(c: Candidate) -> Rejection | None:
-    """Reject empty questions, malformed gold structure and gold calls that do not fit their tool's schema."""
+    """Reject empty questions, malformed gold structure, gold calls that do not fit their tool's schema, non-finite
+    numbers in gold or schemas, and fields whose type the parquet columns cannot hold."""
     if not isinstance(c.question, str) or not c.question.strip():
         return Rejection("empty_question", "the turn to answer has no user text", c.record_index)
     if not c.tools:
         return Rejection("no_tools", "the sample offers no tool", c.record_index)
     if not isinstance(c.gold, list) or not all(isinstance(step, list) and step for step in c.gold):
         return Rejection("gold_not_nested", "gold_tool_calls must be a list of non-empty steps", c.record_index)
+    problem = _field_problem(c)
+    if problem is not None:
+        return Rejection("field_type_invalid", problem, c.record_index)
+    where = non_finite_path(c.gold)  # (tool schemas are checked once per tool by normalize_tool)
+    if where is not None:
+        return Rejection("non_finite_number", f"gold_tool_calls at {where or '(root)'}: NaN or infinity is not JSON",
+                         c.record_index)
     index = tools_index(c.tools)
     for step in c.gold:
         for call in step:
             problem = validate_call(call, index)
             if problem is not None:
                 return Rejection(problem[0], problem[1], c.record_index)
+    return None
+
+
+def row_problem(row: dict[str, Any], record_index: int) -> Rejection | None:
+    """The last check of a built row: every string must be storable as UTF-8."""
+    gt = row["reward_model"]["ground_truth"]
+    texts = [row["data_source"], row["tools"], *(m["content"] for m in row["prompt"]), *gt["allowed_tools"],
+             *(v for v in gt.values() if isinstance(v, str))]
+    if has_lone_surrogate(texts):
+        return Rejection("invalid_unicode", "a string holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot "
+                         "store", record_index)
     return None
 
 
@@ -106,7 +147,7 @@ def hermes_system_prompt(tools: list[dict]) -> str:
 
 def build_row(c: Candidate, system_prompt: str = "hermes") -> dict[str, Any]:
     """A checked candidate -> the parquet row (``extra_info.index`` / ``split`` are filled in at write time)."""
-    tools_json = json.dumps(c.tools, ensure_ascii=False)
+    tools_json = json.dumps(c.tools, ensure_ascii=False, allow_nan=False)
     if c.prompt is not None:
         prompt = c.prompt
     elif system_prompt == "hermes":
@@ -120,7 +161,7 @@ def build_row(c: Candidate, system_prompt: str = "hermes") -> dict[str, Any]:
     gold = [[{"name": call["name"], "arguments": call.get("arguments", {})} for call in step] for step in c.gold]
     ground_truth = {
         "allowed_tools": [t["function"]["name"] for t in c.tools],
-        "gold_tool_calls": json.dumps(gold, ensure_ascii=False),
+        "gold_tool_calls": json.dumps(gold, ensure_ascii=False, allow_nan=False),
         "question_content": c.question,
         "subset_name": c.subset or ("tool_call" if gold else "irrelevant"),
         "tool_schemas": tools_json,

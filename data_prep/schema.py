@@ -12,7 +12,8 @@ The sources write parameter types in many dialects:
 object that passes the JSON Schema meta-schema; ``required`` is inferred (xLAM) from ``", optional"``,
 ``Optional[...]`` or a ``default``. :func:`validate_call` checks one gold call against such a tool.
 
-Anything that cannot be normalised raises :class:`SchemaError` (the row is then rejected with that reason).
+Anything that cannot be normalised raises :class:`SchemaError` (the row is then rejected with that reason); a
+tool list or type string nested beyond :mod:`data_prep.limits`' bounds raises its ``too_deep`` ``RecordError``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import json
 import re
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
 from jsonschema.validators import validator_for
 
 from data_prep.calls import split_top_level
+from data_prep.limits import RecordError, loads, non_finite_path
 
 __all__ = [
     "SchemaError",
@@ -51,6 +54,11 @@ _SCALARS = {
 _STRINGLIKE = {"datetime", "date", "time", "path", "url", "uri", "email", "callable", "function", "timestamp"}
 _ANY = {"any", "typing.any", "object?", ""}
 _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+# brackets a python-style type string may nest ("List[Dict[str, List[int]]]" is 3); the parser recurses per level
+_MAX_TYPE_NESTING = 32
+_BRACKETS = re.compile(r"[\[\]]")
+# keys whose values are data, not subschemas: a {"$ref": ...} inside them is not a reference
+_DATA_KEYS = {"enum", "const", "default", "examples"}
 
 
 # Tool schemas are checked against the draft-07 meta-schema unless they name another "$schema": draft-07 is what
@@ -166,6 +174,14 @@ def _allow_null(schema: dict) -> dict:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+def _bracket_nesting(text: str) -> int:
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        depth += 1 if m.group() == "[" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def type_to_schema(type_value: Any) -> tuple[dict, bool]:
     """Any source's ``type`` value -> (JSON Schema fragment, optional flag).
 
@@ -181,6 +197,8 @@ def type_to_schema(type_value: Any) -> tuple[dict, bool]:
         return _union(members), any(m == {"type": "null"} for m in members)
     if not isinstance(type_value, str):
         raise SchemaError("tool_schema_invalid", f"type must be a string, got {type(type_value).__name__}")
+    if _bracket_nesting(type_value) > _MAX_TYPE_NESTING:
+        raise RecordError("too_deep", f"type string nests more than {_MAX_TYPE_NESTING} brackets: {type_value[:80]!r}")
     canonical, optional = _parse_type_string(type_value)
     return json.loads(canonical), optional
 
@@ -230,7 +248,7 @@ def normalize_parameters(params: Any) -> dict:
         return {"type": "object", "properties": {}}
     if isinstance(params, str):
         try:
-            params = json.loads(params)
+            params = loads(params, "parameters")
         except json.JSONDecodeError as exc:
             raise SchemaError("tool_schema_invalid", f"parameters is a non-JSON string: {exc}") from None
     if not isinstance(params, dict):
@@ -278,7 +296,7 @@ def normalize_tool(tool: Any) -> dict:
     """
     if isinstance(tool, str):
         try:
-            tool = json.loads(tool)
+            tool = loads(tool, "tool")
         except json.JSONDecodeError as exc:
             raise SchemaError("tools_unparseable", f"tool is not JSON: {exc}") from None
     if not isinstance(tool, dict):
@@ -295,7 +313,51 @@ def normalize_tool(tool: Any) -> dict:
     error = _check_meta(json.dumps(schema, sort_keys=True))
     if error is not None:
         raise SchemaError("tool_schema_invalid", f"{name}: fails the JSON Schema meta-schema: {error}")
+    where = non_finite_path(schema)
+    if where is not None:
+        raise SchemaError("non_finite_number",
+                          f"{name}: parameters at {where or '(root)'}: NaN or infinity is not JSON")
+    dangling = _dangling_ref(schema)
+    if dangling is not None:
+        raise SchemaError("tool_schema_invalid", f"{name}: $ref {dangling[:120]!r} does not point inside the schema")
     return {"type": "function", "function": {"name": name.strip(), "description": description, "parameters": schema}}
+
+
+_MISSING = object()
+
+
+def _resolve_local(root: Any, ref: str) -> Any:
+    """What a local ``$ref`` (``#`` or a JSON pointer ``#/a/b``) points at in ``root``, else ``_MISSING``.
+    Remote and anchor refs are ``_MISSING``: nothing is fetched, so they could never be resolved."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return _MISSING
+    node = root
+    for token in ref[2:].split("/"):
+        token = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return _MISSING
+    return node
+
+
+def _dangling_ref(schema: dict) -> str | None:
+    """The first ``$ref`` of ``schema`` that does not resolve inside it (validating a call would raise on it)."""
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and _resolve_local(schema, ref) is _MISSING:
+                return ref
+            stack.extend(v for k, v in node.items() if k not in _DATA_KEYS)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
 
 
 @lru_cache(maxsize=65536)
@@ -310,7 +372,7 @@ def normalize_tools(tools: Any) -> list[dict]:
     """
     if isinstance(tools, str):
         try:
-            tools = json.loads(tools) if tools.strip() else []
+            tools = loads(tools, "tool list") if tools.strip() else []
         except json.JSONDecodeError as exc:
             raise SchemaError("tools_unparseable", f"tool list is not JSON: {exc}") from None
     if isinstance(tools, dict):
@@ -337,7 +399,8 @@ def validate_call(call: Any, tools_by_name: dict[str, dict]) -> tuple[str, str] 
     """Check one gold call ``{"name", "arguments"}`` against the row's tools.
 
     Returns None when valid, else ``(reason, detail)`` with reason one of ``gold_call_malformed``,
-    ``gold_call_unknown_tool``, ``gold_call_unknown_argument``, ``gold_call_schema_mismatch``.
+    ``gold_call_unknown_tool``, ``gold_call_unknown_argument``, ``gold_call_schema_mismatch``, or
+    ``tool_schema_invalid`` / ``too_deep`` when ``jsonschema`` cannot apply the schema at all.
     ``tools_by_name`` maps a name to the ``parameters`` schema (as canonical JSON string).
     """
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
@@ -353,7 +416,12 @@ def validate_call(call: Any, tools_by_name: dict[str, dict]) -> tuple[str, str] 
     extra = [k for k in args if k not in props]
     if extra and (props or validator.schema.get("additionalProperties") is False):
         return "gold_call_unknown_argument", f"{call['name']}: arguments {extra} are not in the schema"
-    error = next(iter(validator.iter_errors(args)), None)
+    try:
+        error = next(iter(validator.iter_errors(args)), None)
+    except RecursionError:
+        return "too_deep", f"{call['name']}: validating the call recursed too deep (a $ref cycle?)"
+    except Exception as exc:  # noqa: BLE001 - e.g. a "pattern" that is not a regex: the schema cannot be used
+        return "tool_schema_invalid", f"{call['name']}: the schema cannot be applied: {type(exc).__name__}: {exc}"
     if error is not None:
         where = "/".join(map(str, error.absolute_path)) or "(root)"
         return "gold_call_schema_mismatch", f"{call['name']}: {where}: {error.message[:200]}"

@@ -18,6 +18,9 @@ Sources:
   ``tools`` (JSON list of OpenAI tool schemas): when the system message does not list ``<tools>``, the hermes system
   prompt of the RL prompts (``data_prep.rows.hermes_system_prompt``) is put first, so SFT and RL see one format.
 A dialogue must end on an assistant turn (``no_final_assistant``) and hold at least one user turn (``no_user_turn``).
+Records are read by :func:`data_prep.readers.read_records`; a record that cannot be used is counted under its reason
+(``malformed_record``, ``too_deep``, ``not_utf8``, ``non_finite_number``, ``invalid_unicode``, a tool-schema
+reason), never raised.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ import sys
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
+from data_prep import limits
+from data_prep.readers import InputError, Unreadable, read_records
 from data_prep.rows import hermes_system_prompt
-from data_prep.schema import normalize_tools
+from data_prep.schema import SchemaError, normalize_tools
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +51,7 @@ def _plain(obj: Any) -> Any:
         obj = obj.tolist()
     if isinstance(obj, str):
         try:
-            return json.loads(obj)
+            return limits.loads(obj)
         except json.JSONDecodeError:
             return obj
     if isinstance(obj, list):
@@ -71,6 +76,8 @@ def from_rl_row(row: dict, no_call_reply: str | None = None) -> tuple[list[dict]
     gt = _plain(gt)
     gold = _plain(gt.get("gold_tool_calls") or [])
     if gold and gold[0]:
+        if limits.non_finite_path(gold[0]) is not None:
+            return None, "non_finite_number"
         reply = tool_call_text(gold[0])
     elif no_call_reply:
         reply = no_call_reply
@@ -86,6 +93,8 @@ def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
         return None, "malformed_record"
     messages = []
     for t in turns:
+        if not isinstance(t, dict):
+            return None, "malformed_record"
         role = ROLES.get(str(t.get("from", t.get("role", ""))).lower())
         content = t.get("value", t.get("content"))
         if role is None or not isinstance(content, str):
@@ -101,6 +110,10 @@ def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
 
 
 def _checked(messages: list[dict]) -> tuple[list[dict] | None, str]:
+    if not all(isinstance(m["role"], str) and isinstance(m["content"], str) for m in messages):
+        return None, "malformed_record"  # a second type in the messages column would fail the parquet write
+    if limits.has_lone_surrogate(m["content"] for m in messages):
+        return None, "invalid_unicode"
     if not any(m["role"] == "user" for m in messages):
         return None, "no_user_turn"
     if not messages or messages[-1]["role"] != "assistant" or not messages[-1]["content"].strip():
@@ -108,26 +121,32 @@ def _checked(messages: list[dict]) -> tuple[list[dict] | None, str]:
     return messages, ""
 
 
-def read_records(path: str, fmt: str) -> Iterable[dict]:
-    if fmt == "rl" or path.endswith(".parquet"):
-        import pandas as pd
-
-        yield from pd.read_parquet(path).to_dict("records")
-        return
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        yield from json.loads(text)
-    else:
-        yield from (json.loads(x) for x in text.splitlines() if x.strip())
+def _convert_one(record: Any, fmt: str, no_call_reply: str | None) -> tuple[list[dict] | None, str]:
+    """(messages, "") or (None, reason) for one record; nothing a record holds raises out of here."""
+    if isinstance(record, Unreadable):
+        return None, record.reason
+    if not isinstance(record, dict):
+        return None, "malformed_record"
+    if limits.nesting_exceeds(record):
+        return None, "too_deep"
+    try:
+        return from_rl_row(record, no_call_reply) if fmt == "rl" else from_sharegpt(record)
+    except (limits.RecordError, SchemaError) as exc:
+        return None, exc.reason
+    except RecursionError:
+        return None, "too_deep"
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None, "malformed_record"
+    except Exception:  # noqa: BLE001 - a converter bug met by one record is counted, and the run goes on
+        logger.warning("unexpected error converting a %s record", fmt, exc_info=True)
+        return None, "unexpected_error"
 
 
 def convert(records: Iterable[dict], fmt: str, no_call_reply: str | None = None) -> tuple[list[list[dict]], Counter]:
     """All records -> (SFT dialogues, counts of skip reasons)."""
     out, skipped = [], Counter()
     for rec in records:
-        messages, reason = from_rl_row(rec, no_call_reply) if fmt == "rl" else from_sharegpt(rec)
+        messages, reason = _convert_one(rec, fmt, no_call_reply)
         if messages is None:
             skipped[reason] += 1
         else:
@@ -163,7 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     dialogues, skipped = [], Counter()
     for path in args.input:
         fmt = args.format or ("rl" if path.endswith(".parquet") else "sharegpt")
-        d, s = convert(read_records(path, fmt), fmt, args.no_call_reply)
+        try:
+            records = read_records(path)
+        except (InputError, FileNotFoundError) as exc:
+            logger.error("cannot read the input: %s", exc)
+            p.exit(2, f"{p.prog}: error: cannot read the input: {exc}\n")
+        d, s = convert(records, fmt, args.no_call_reply)
         dialogues += d
         skipped += s
     paths = write(dialogues, args.output_dir, args.val_ratio, args.seed)

@@ -16,7 +16,6 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_python_calls
 from data_prep.dialogue import dialogue_main, extract_json_values, sharegpt_turns, split_dialogue
-from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
 
@@ -40,7 +39,7 @@ def _split_python(content: str) -> tuple[list[dict], str] | None:
 
 def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) -> Iterable[Candidate | Rejection]:
     """One ToolACE record -> one candidate per user turn."""
-    if not isinstance(record, dict) or UNREADABLE in record:
+    if not isinstance(record, dict):
         return [Rejection("malformed_record", str(record)[:200], index)]
     system, conversations = record.get("system"), record.get("conversations")
     if not isinstance(system, str) or not isinstance(conversations, list):

@@ -14,7 +14,6 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_json_calls
 from data_prep.cli import simple_main
-from data_prep.readers import UNREADABLE
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
 
@@ -24,7 +23,7 @@ __all__ = ["SOURCE", "convert_record", "main"]
 
 def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
     """One xLAM record -> one candidate, or a rejection naming what is wrong with it."""
-    if not isinstance(record, dict) or UNREADABLE in record:
+    if not isinstance(record, dict):
         return [Rejection("malformed_record", str(record)[:200], index)]
     missing = [k for k in ("query", "tools", "answers") if k not in record]
     if missing:
