@@ -20,6 +20,10 @@ REPO_ROOT=$(dirname "${RECIPES_DIR}")
 
 # ---------------------------------------------------------------- the one variable of the comparison
 ADV_ESTIMATOR=${ADV_ESTIMATOR:-slca_grpo}        # slca_grpo | grpo | toolpo | rltr | gdpo
+# 1: credit correct abstention on irrelevance rows (docs/credit_assignment.md, "Abstention"): the judge rates
+# replies written without a call (every estimator) and, for slca_grpo, the decision token of a tool-less rollout
+# carries its execution reward. 0 (default): the paper's behaviour.
+ABSTENTION_FIX=${ABSTENTION_FIX:-0}
 
 # ---------------------------------------------------------------- paths
 DATA_DIR=${DATA_DIR:-${REPO_ROOT}/data}
@@ -131,6 +135,11 @@ case "${ADV_ESTIMATOR}" in
              ESTIMATOR_ARGS=('+algorithm.gdpo_reward_keys=[r_tool,r_sum]') ;;
   *) echo "unknown ADV_ESTIMATOR=${ADV_ESTIMATOR} (slca_grpo | grpo | toolpo | rltr | gdpo)" >&2; exit 2 ;;
 esac
+case "${ABSTENTION_FIX}" in
+  0) ;;
+  1) [[ "${ADV_ESTIMATOR}" == slca_grpo ]] && ESTIMATOR_ARGS+=(+algorithm.slca.abstention_credit=true) ;;
+  *) echo "ABSTENTION_FIX=${ABSTENTION_FIX}: expected 0 or 1" >&2; exit 2 ;;
+esac
 
 # the run's agent loop YAML: this estimator's reward layout, SGLS pointed at the simulator servers
 case "${DRY_RUN:-0}" in       # DRY_RUN=1 writes nothing into the checkout: its agent-loop YAML goes to a temp dir
@@ -146,6 +155,7 @@ python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --sourc
   --set max_tool_response_length="${MAX_TOOL_RESPONSE_CHARS}" >&2
 
 JUDGE_ARGS=(+reward.custom_reward_function.reward_kwargs.judge="${JUDGE}")
+[[ "${ABSTENTION_FIX}" == 1 ]] && JUDGE_ARGS+=(+reward.custom_reward_function.reward_kwargs.judge_direct_replies=true)
 if [[ "${JUDGE}" == llm ]]; then
   JUDGE_ARGS+=("+reward.custom_reward_function.reward_kwargs.judge_base_urls=[${JUDGE_URLS}]"
                +reward.custom_reward_function.reward_kwargs.judge_model="${JUDGE_MODEL}"

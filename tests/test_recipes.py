@@ -183,6 +183,18 @@ def test_the_smoke_recipe_needs_no_servers_and_fits_one_gpu(composed):
     assert entry["sgls"]["backend"] == "offline"
 
 
+@pytest.mark.parametrize("estimator", ["slca_grpo", "grpo"])
+def test_abstention_fix_switches_on_both_fixes_and_still_composes(tmp_path, estimator):
+    args = recipe_args("run_qwen7b_slca.sh", str(tmp_path), ABSTENTION_FIX="1", ADV_ESTIMATOR=estimator)
+    judged = "+reward.custom_reward_function.reward_kwargs.judge_direct_replies=true"
+    assert judged in args  # the reward side, for every estimator
+    assert ("+algorithm.slca.abstention_credit=true" in args) is (estimator == "slca_grpo")
+    cfg, summary = compose_check.check(compose_check.PPO, args)
+    assert summary["adv_estimator"] == estimator
+    default = recipe_args("run_qwen7b_slca.sh", str(tmp_path / "default"), ADV_ESTIMATOR=estimator)
+    assert sorted(set(args) - set(default)) == sorted(a for a in args if "abstention" in a or "direct_replies" in a)
+
+
 def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
     proc = subprocess.run(
         ["bash", os.path.join(RECIPES, "run_qwen7b_rltr.sh")],
