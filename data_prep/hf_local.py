@@ -94,12 +94,24 @@ def load(path: str):
     if kind == "snapshot":
         files = _data_files(path)
         formats = {"parquet" if f.endswith(".parquet") else "json" for f in files}
-        if len(formats) > 1:
-            raise ValueError(f"{path} mixes parquet and JSON files: pass --input at one config's folder")
+        folders = sorted({os.path.relpath(os.path.dirname(f), path) for f in files})
+        if len(formats) > 1 or (formats == {"parquet"} and len(_parquet_schemas(files)) > 1):
+            raise ValueError(f"{path} holds configs with different files or columns ({', '.join(folders)}): "
+                             "pass --input at one config's folder")
         config = datasets.DownloadConfig(local_files_only=True)
         return datasets.load_dataset(formats.pop(), data_files=files, split="train", streaming=True,
                                      download_config=config)
     raise ValueError(f"{path} is not a Hugging Face dataset folder")
+
+
+def _parquet_schemas(files: list[str]) -> set[tuple[str, ...]]:
+    """The distinct column lists of the first file of each folder (configs of one snapshot may differ)."""
+    import pyarrow.parquet as pq
+
+    first = {}
+    for f in files:
+        first.setdefault(os.path.dirname(f), f)
+    return {tuple(pq.read_schema(f).names) for f in first.values()}
 
 
 class _Records(Sequence):

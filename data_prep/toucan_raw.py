@@ -4,9 +4,10 @@
         [--min_question_quality 4] [--min_response_quality 4] [--min_quality completeness=4 order_correctness=1] \\
         [--subsets single-turn-original,multi-turn] [--batch_size 256] [--quiet]
 
-``--input`` is one parquet file, a folder of parquet shards (searched recursively, name order) or a local Hugging
-Face dataset folder (``data_prep.hf_local``). Columns read: ``uuid, subset_name, messages, available_tools,
-question_quality_assessment, response_quality_assessment`` (``metadata``, the largest, is never read).
+``--input`` is one parquet file, a folder of parquet shards (name order) or a local Hugging Face dataset folder
+(``data_prep.hf_local``; a snapshot root such as ``Toucan-1.5M/``, with the shards in config sub-folders).
+Columns read: ``uuid, subset_name, messages, available_tools, question_quality_assessment,
+response_quality_assessment`` (``metadata``, the largest, is never read).
 
 Message layout, from the upstream generator (TheAgentArk/Toucan: ``datagen/completion_openai_agent.py``,
 ``convert_openai_agent_result_to_messages``; ``datagen/step4.3_process_completion.py`` reads calls back the same
@@ -247,7 +248,7 @@ class ToucanRawConverter:
 def _parquet_files(path: str) -> list[str]:
     if os.path.isfile(path):
         return [path]
-    files = sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
+    files = sorted(glob.glob(os.path.join(path, "*.parquet")))
     if not files:
         raise FileNotFoundError(f"no .parquet file under {os.path.abspath(path)} (expected raw Toucan-1.5M shards, "
                                 "e.g. Toucan-1.5M/Qwen3/train-*.parquet, or a local Hugging Face dataset folder)")
@@ -300,9 +301,10 @@ def main(argv: Sequence[str] | None = None) -> Report:
     args = build_raw_parser().parse_args(argv)
     level = "WARNING" if args.quiet else args.log_level.upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    filters = [QualityFilter(field, minimum, column) for field, minimum, column in (
-        ("question_quality", args.min_question_quality, QUESTION), ("overall_score", args.min_response_quality, RESPONSE))
-        if minimum is not None] + list(args.min_quality)
+    named = [("question_quality", args.min_question_quality, QUESTION),
+             ("overall_score", args.min_response_quality, RESPONSE)]
+    filters = [QualityFilter(field, minimum, column) for field, minimum, column in named if minimum is not None]
+    filters += args.min_quality
     convert = ToucanRawConverter(filters, [s.strip() for s in args.subsets.split(",") if s.strip()],
                                  args.drop_no_call_turns)
     opts = options_from_args(args)

@@ -23,7 +23,8 @@ LIST = {"name": "server-list_components", "arguments": {"limit": 5}}
 
 def authors_row(question, gold, subset="tool_call", serialise=True):
     """One row in the authors' RL parquet layout (gold as a JSON string, or a list as in their preview file)."""
-    system = "You have access to the following tools:\n<tools>\n" + "\n".join(json.dumps(t) for t in TOOLS) + "\n</tools>"
+    listing = "\n".join(json.dumps(t) for t in TOOLS)
+    system = f"You have access to the following tools:\n<tools>\n{listing}\n</tools>"
     return {"prompt": [{"role": "system", "content": system}, {"role": "user", "content": question}],
             "data_source": "toucan_toolcall",
             "reward_model": {"style": "rule", "ground_truth": {

@@ -165,7 +165,8 @@ def test_each_layout_becomes_one_row_per_user_turn_with_nested_steps(tmp_path):
     assert set(df["data_source"]) == {"toucan_toolcall"}
     tools = json.loads(rows["Weather in Paris?"]["tools"])
     assert [t["function"]["name"] for t in tools] == [W, "weather-convert_temp"]
-    assert list(rows["Weather in Paris?"]["reward_model"]["ground_truth"]["allowed_tools"]) == [W, "weather-convert_temp"]
+    allowed = rows["Weather in Paris?"]["reward_model"]["ground_truth"]["allowed_tools"]
+    assert list(allowed) == [W, "weather-convert_temp"]
 
 
 def test_multi_turn_rows_carry_the_dialogue_up_to_their_turn(tmp_path):
@@ -227,10 +228,23 @@ def test_shards_in_small_batches_and_small_chunks_give_the_same_rows(tmp_path):
     shards.mkdir(parents=True)
     for i in range(3):
         write_parquet(shards / f"train-{i:05d}-of-00003.parquet", ALL[i * 5:(i + 1) * 5])
-    report, sharded, _ = convert(tmp_path, tmp_path / "Toucan-1.5M", "--batch_size", "2")
+    report, sharded, _ = convert(tmp_path, shards, "--batch_size", "2")  # pyarrow batches
     assert report.records_in == len(ALL)
-    assert sharded.drop(columns="extra_info").to_json() == whole.drop(columns="extra_info").to_json()
+    assert sharded.to_json() == whole.to_json()
     assert list(sharded["extra_info"].map(lambda e: e["index"])) == list(range(len(sharded)))
+    report, snapshot, _ = convert(tmp_path, tmp_path / "Toucan-1.5M", "--batch_size", "2")  # a snapshot: datasets
+    assert report.records_in == len(ALL) and snapshot.to_json() == whole.to_json()
+
+
+def test_a_snapshot_root_with_configs_of_different_columns_asks_for_one_config(tmp_path):
+    pytest.importorskip("datasets")
+    (tmp_path / "Toucan-1.5M" / "Qwen3").mkdir(parents=True)
+    (tmp_path / "Toucan-1.5M" / "SFT").mkdir()
+    write_parquet(tmp_path / "Toucan-1.5M" / "Qwen3" / "train-00000-of-00001.parquet", GOOD)
+    write_parquet(tmp_path / "Toucan-1.5M" / "SFT" / "train-00000-of-00001.parquet",
+                  [{"uuid": "u", "messages": "[]", "tools": "[]"}])
+    with pytest.raises(ValueError, match=r"\(Qwen3, SFT\): pass --input at one config's folder"):
+        toucan_raw.main(["--input", str(tmp_path / "Toucan-1.5M"), "--output_dir", str(tmp_path / "o"), "--quiet"])
 
 
 def test_rows_are_written_in_chunks_with_contiguous_indices(tmp_path):
