@@ -79,7 +79,7 @@ def _rejection_for(exc: BaseException, index: int) -> Rejection:
     return Rejection("unexpected_error", f"{type(exc).__name__}: {exc}", index)
 
 
-def _convert_one(record: Any, index: int, convert: ConvertFn) -> list[Candidate | Rejection]:
+def convert_one(record: Any, index: int, convert: ConvertFn) -> list[Candidate | Rejection]:
     """The converter's outputs for one record, or the one rejection saying why there are none."""
     if isinstance(record, Unreadable):
         return [Rejection(record.reason, record.detail, index)]
@@ -91,7 +91,7 @@ def _convert_one(record: Any, index: int, convert: ConvertFn) -> list[Candidate 
         return [_rejection_for(exc, index)]
 
 
-def _row_or_rejection(candidate: Candidate, system_prompt: str) -> dict | Rejection:
+def row_or_rejection(candidate: Candidate, system_prompt: str) -> dict | Rejection:
     try:
         problem = check_candidate(candidate)
         if problem is not None:
@@ -115,10 +115,10 @@ def convert_records(
     for i, record in enumerate(tqdm(records, desc=f"{report.source}", unit="rec", disable=not progress,
                                     mininterval=1.0)):
         report.count_record()
-        for out in _convert_one(record, i, convert):
+        for out in convert_one(record, i, convert):
             report.count_row()
             if isinstance(out, Candidate):
-                row = _row_or_rejection(out, system_prompt)
+                row = row_or_rejection(out, system_prompt)
                 if isinstance(row, dict):
                     rows.append(row)
                     record_ids.append(out.record_index)
@@ -213,6 +213,10 @@ def run(source: str, input_path: str, records: Sequence[Any], convert: ConvertFn
         for row in rows:
             report.written_by_subset[row["reward_model"]["ground_truth"]["subset_name"]] += 1
             report.written_by_data_source[row["data_source"]] += 1
+            gold_format = row["reward_model"]["ground_truth"].get("gold_format")  # sources that record it
+            if gold_format is not None:
+                counts = report.notes.setdefault("gold_format", {})
+                counts[gold_format] = counts.get(gold_format, 0) + 1
     report.finish(written)
     report.elapsed_s = round(time.perf_counter() - start, 3)
     report.write(os.path.join(opts.output_dir, f"{opts.name}_report.json"))

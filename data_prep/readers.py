@@ -207,12 +207,17 @@ def read_records(path: str) -> list[Any]:
     """All records of ``path`` (a file, or every supported file in a folder, in name order).
 
     Raises ``FileNotFoundError`` for a missing path and :class:`InputError` for a file that cannot be read at all.
+    A local Hugging Face dataset folder is read through ``datasets`` (``data_prep.hf_local``).
     """
+    from data_prep import hf_local  # which imports datasets only for such a folder
+
+    if hf_local.detect(path):
+        return hf_local.read_hf_records(path)
     if os.path.isdir(path):
         files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(_EXTS))
         if not files:
             raise FileNotFoundError(f"no .parquet/.json/.jsonl file in {path}")
         return [r for f in files for r in _read_file(f)]
     if not os.path.exists(path):
-        raise FileNotFoundError(path)
+        raise hf_local.missing_input(path)
     return _read_file(path)

@@ -109,11 +109,20 @@ def check_candidate(c: Candidate) -> Rejection | None:
         return Rejection("non_finite_number", f"gold_tool_calls at {where or '(root)'}: NaN or infinity is not JSON",
                          c.record_index)
     index = tools_index(c.tools)
+    names_only = c.extra_ground_truth.get("gold_format") == "names"  # no arguments to check: only the name
     for step in c.gold:
         for call in step:
-            problem = validate_call(call, index)
+            problem = _validate_name(call, index) if names_only else validate_call(call, index)
             if problem is not None:
                 return Rejection(problem[0], problem[1], c.record_index)
+    return None
+
+
+def _validate_name(call: Any, index: dict[str, str]) -> tuple[str, str] | None:
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        return "gold_call_malformed", f"call is not an object with a string name: {str(call)[:120]}"
+    if call["name"] not in index:
+        return "gold_call_unknown_tool", f"{call['name']!r} is not among the row's tools"
     return None
 
 

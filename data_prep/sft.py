@@ -121,7 +121,7 @@ def _checked(messages: list[dict]) -> tuple[list[dict] | None, str]:
     return messages, ""
 
 
-def _convert_one(record: Any, fmt: str, no_call_reply: str | None) -> tuple[list[dict] | None, str]:
+def convert_one(record: Any, fmt: str, no_call_reply: str | None) -> tuple[list[dict] | None, str]:
     """(messages, "") or (None, reason) for one record; nothing a record holds raises out of here."""
     if isinstance(record, Unreadable):
         return None, record.reason
@@ -146,7 +146,7 @@ def convert(records: Iterable[dict], fmt: str, no_call_reply: str | None = None)
     """All records -> (SFT dialogues, counts of skip reasons)."""
     out, skipped = [], Counter()
     for rec in records:
-        messages, reason = _convert_one(rec, fmt, no_call_reply)
+        messages, reason = convert_one(rec, fmt, no_call_reply)
         if messages is None:
             skipped[reason] += 1
         else:

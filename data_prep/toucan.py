@@ -6,9 +6,14 @@
 The prompt is kept verbatim (it already lists the tools in a hermes system prompt); ``data_source``,
 ``subset_name`` and ``original_turn_index`` are kept; ``ability``, ``agent_name`` and ``extra_info.index`` /
 ``split`` / ``tool_schemas`` are added. Checked: the prompt is a list of chat messages, the tool schemas pass the
-JSON Schema meta-schema, ``allowed_tools`` names exactly those tools, ``gold_tool_calls`` is the nested
-(v2) list of steps and every gold call fits its schema. A flat v1 list (``[call, ...]``) or a list of bare
-names is rejected as ``gold_not_nested``: the parallel term of HierR needs the steps. ``reward_model``, its
+JSON Schema meta-schema, ``allowed_tools`` names exactly those tools and every gold call fits its schema.
+
+``gold_tool_calls`` may be in any layout the authors wrote (``data_prep.gold_forms``): nested v2 steps, a flat v1
+list of calls (written as one step) or bare tool names (one step of name-only calls, whose arguments are not
+checked). Each row records its form in ``ground_truth.gold_format``, the report counts rows per form
+(``notes.gold_format``) and the CLI warns once when flat or names-only rows cost the reward information.
+``--gold_forms nested`` (or any subset) rejects the other forms as ``gold_flat_rejected`` / ``gold_names_rejected``;
+gold in none of the forms is ``gold_not_nested``. ``reward_model``, its
 ``ground_truth`` and ``extra_info`` may be objects or their JSON text; text that does not parse is rejected as
 ``<field>_unparseable``. Passed-through fields must have the layout's types (``field_type_invalid`` otherwise).
 """
@@ -19,8 +24,11 @@ import json
 from typing import Any, Iterable, Sequence
 
 from data_prep import limits
-from data_prep.cli import simple_main
+from data_prep.cli import main_for
+from data_prep.gold_forms import GOLD_FORMS, add_gold_forms_argument, read_gold, rejection_reason, \
+    warn_lossy_forms
 from data_prep.limits import RecordError
+from data_prep.readers import read_records
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
 
@@ -28,10 +36,6 @@ SOURCE = "toucan"
 DATA_SOURCE = "toucan_toolcall"
 _ROLES = {"system", "user", "assistant", "tool"}
 __all__ = ["SOURCE", "convert_record", "main"]
-
-
-def _as_json(value: Any, what: str) -> Any:
-    return limits.loads(value, what) if isinstance(value, str) else value
 
 
 def _object_field(value: Any, name: str) -> dict:
@@ -55,18 +59,7 @@ def _turn_index(value: Any) -> Any:
     return 0 if value is None else value
 
 
-def _nested_gold(value: Any) -> list[list[dict]] | None:
-    gold = _as_json(value, "gold_tool_calls")
-    if gold is None:
-        return []
-    if not isinstance(gold, list) or not all(isinstance(step, list) and all(isinstance(c, dict) for c in step)
-                                             for step in gold):
-        return None
-    return [[{"name": c.get("name"), "arguments": _as_json(c.get("arguments", c.get("parameters", {})), "arguments")}
-             for c in step] for step in gold]
-
-
-def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
+def convert_record(record: Any, index: int, gold_forms: Iterable[str] = GOLD_FORMS) -> Iterable[Candidate | Rejection]:
     """One authors' row -> a pass-through candidate, or the reason it cannot be used."""
     if not isinstance(record, dict):
         return [Rejection("malformed_record", str(record)[:200], index)]
@@ -90,12 +83,16 @@ def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
     if sorted(allowed) != sorted(names):
         return [Rejection("allowed_tools_mismatch", f"allowed_tools {allowed[:5]} != schema names {names[:5]}", index)]
     try:
-        gold = _nested_gold(gt["gold_tool_calls"])
+        read = read_gold(gt["gold_tool_calls"])
     except json.JSONDecodeError as exc:
         return [Rejection("gold_call_unparseable", f"gold_tool_calls is not JSON: {exc}", index)]
-    if gold is None:
-        return [Rejection("gold_not_nested", f"gold_tool_calls is not a list of steps: {str(gt['gold_tool_calls'])[:120]}",
-                          index)]
+    if read is None:
+        return [Rejection("gold_not_nested", "gold_tool_calls is neither steps, a flat list of calls nor a list of "
+                          f"names: {str(gt['gold_tool_calls'])[:120]}", index)]
+    gold_format, gold = read
+    if gold_format not in gold_forms:
+        return [Rejection(rejection_reason(gold_format), f"{gold_format} gold not in --gold_forms: "
+                          f"{str(gt['gold_tool_calls'])[:120]}", index)]
     return [Candidate(
         data_source=record.get("data_source") or DATA_SOURCE,
         messages=[],
@@ -106,11 +103,21 @@ def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
         record_index=index,
         turn_index=_turn_index(extra.get("original_turn_index")),
         subset=gt.get("subset_name") or None,
+        extra_ground_truth={"gold_format": gold_format},
     )]
 
 
 def main(argv: Sequence[str] | None = None):
-    return simple_main(SOURCE, __doc__.splitlines()[0], convert_record, argv)
+    def make_convert(args):
+        return lambda record, index: convert_record(record, index, args.gold_forms)
+
+    def load(args):
+        return read_records(args.input), {"gold_format": dict.fromkeys(GOLD_FORMS, 0)}
+
+    report = main_for(SOURCE, __doc__.splitlines()[0], make_convert, argv, add_arguments=add_gold_forms_argument,
+                      load=load)
+    warn_lossy_forms(report)
+    return report
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ def by_question(df):
 
 
 def test_toucan_rows_pass_through_and_each_malformed_kind_is_rejected(tmp_path):
-    report, df = convert(toucan, "toucan_sample.jsonl", tmp_path)
-    assert dict(report.rejected) == {"gold_not_nested": 2, "allowed_tools_mismatch": 1, "tool_schema_invalid": 1,
+    report, df = convert(toucan, "toucan_sample.jsonl", tmp_path, "--gold_forms", "nested")  # flat/names: see _forms
+    assert dict(report.rejected) == {"gold_flat_rejected": 1, "gold_names_rejected": 1, "allowed_tools_mismatch": 1, "tool_schema_invalid": 1,
                                      "prompt_malformed": 1, "gold_call_schema_mismatch": 1,
                                      "gold_call_unparseable": 1, "malformed_record": 1}
     assert report.records_in == 11 and report.rows_written == 3
