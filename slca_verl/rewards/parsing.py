@@ -181,17 +181,24 @@ def read_call(obj: Any, *, accept_string_arguments: bool) -> tuple[ToolCall | No
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return None, 'a tool call needs a string "name"'
+    args, problem = _arguments(obj, decode_strings=accept_string_arguments)
+    if problem:
+        return None, f'"arguments" of {name[:64]!r} must be a JSON object, got {problem}'
+    return ToolCall(name=name, arguments=args), ""
+
+
+def _arguments(obj: dict, decode_strings: bool) -> tuple[dict | None, str]:
+    """(arguments, "") or (None, what they are instead): the first non-empty of ``arguments`` and ``parameters``
+    (None, "" and {} are empty) else ``{}``, a string holding a JSON object decoded when ``decode_strings``."""
     args = next((v for v in (obj.get("arguments"), obj.get("parameters")) if not _empty_arguments(v)), {})
     if isinstance(args, str):
-        if not accept_string_arguments:
-            return None, f'"arguments" of {name[:64]!r} must be a JSON object, got a JSON-encoded string'
+        if not decode_strings:
+            return None, "a JSON-encoded string"
         try:
             args = json.loads(args)
         except (ValueError, RecursionError):
-            return None, f'"arguments" of {name[:64]!r} must be a JSON object, got a string that is not JSON'
-    if not isinstance(args, dict):
-        return None, f'"arguments" of {name[:64]!r} must be a JSON object, got a {type(args).__name__}'
-    return ToolCall(name=name, arguments=args), ""
+            return None, "a string that is not JSON"
+    return (args, "") if isinstance(args, dict) else (None, f"a {type(args).__name__}")
 
 
 def _empty_arguments(value: Any) -> bool:
@@ -281,14 +288,9 @@ def _gold_call(item: Any) -> tuple[ToolCall | None, str]:
     name = item.get("name")
     if not isinstance(name, str) or not name:
         return None, f"a gold call has no string name ({str(name)[:40]!r})"
-    args = next((v for v in (item.get("arguments"), item.get("parameters")) if not _empty_arguments(v)), {})
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except (ValueError, RecursionError):
-            return None, f"gold arguments of {name[:64]!r} are a string that is not JSON"
-    if not isinstance(args, dict):
-        return None, f"gold arguments of {name[:64]!r} are a {type(args).__name__}, not an object"
+    args, problem = _arguments(item, decode_strings=True)
+    if problem:
+        return None, f"gold arguments of {name[:64]!r} are {problem}, not an object"
     return ToolCall(name=name, arguments=args), ""
 
 
