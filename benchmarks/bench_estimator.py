@@ -6,7 +6,9 @@
 Each response holds one to four assistant turns separated by observation gaps, then padding; rewards sit on the
 last token of each turn (the layout slca_tool_agent writes). Prints the median of --repeats timed calls per
 estimator (called in turn within each repeat) and the ratios slca_grpo / grpo_vectorized and slca_grpo / grpo,
-after a first line naming the machine (CPU, cache sizes, torch threads; benchmarks/machine.py).
+after a first line naming the machine (CPU, cache sizes, torch threads; benchmarks/machine.py) and a second naming
+the slca_grpo implementation timed (the fused C++ kernel and its instruction set, or the torch path). The column
+``slca(torch)`` is the torch path (``algorithm.slca.kernel=torch``), timed in the same loop.
 """
 
 import argparse
@@ -72,9 +74,15 @@ def main():
     slca = get_adv_estimator_fn("slca_grpo")
     vec = get_adv_estimator_fn("grpo_vectorized")
     loop = get_adv_estimator_fn("grpo")
+    from slca_verl import fused
+
     print(describe())
+    module = fused.load()
+    print(f"slca_grpo: {'fused kernel ' + module.__name__ if module else 'torch path (the kernel could not be built)'}")
     print(f"median of {args.repeats} runs, ms")
-    header = f"{'bs':>6} {'L':>6} {'grpo':>10} {'grpo_vec':>10} {'slca_grpo':>10} {'slca/vec':>9} {'slca/grpo':>10}"
+    torch_path = {"slca": {"kernel": "torch"}}
+    header = (f"{'bs':>6} {'L':>6} {'grpo':>10} {'grpo_vec':>10} {'slca_grpo':>10} {'slca(torch)':>12} "
+              f"{'slca/vec':>9} {'slca/grpo':>10}")
     print(header)
     print("-" * len(header))
     for L in args.L:
@@ -83,6 +91,7 @@ def main():
             t = time_interleaved(
                 {
                     "slca": lambda: slca(token_level_rewards=r, response_mask=m, index=idx, config=None),
+                    "slca_torch": lambda: slca(token_level_rewards=r, response_mask=m, index=idx, config=torch_path),
                     "vec": lambda: vec(token_level_rewards=r, response_mask=m, index=idx),
                     "loop": lambda: loop(token_level_rewards=r.clone(), response_mask=m, index=idx),
                 },
@@ -91,6 +100,7 @@ def main():
             t_slca, t_vec, t_loop = t["slca"], t["vec"], t["loop"]
             print(
                 f"{bs:>6} {L:>6} {t_loop * 1e3:>10.1f} {t_vec * 1e3:>10.1f} {t_slca * 1e3:>10.1f} "
+                f"{t['slca_torch'] * 1e3:>12.1f} "
                 f"{t_slca / t_vec:>8.2f}x {t_slca / t_loop:>9.2f}x"
             )
 

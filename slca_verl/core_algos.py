@@ -6,7 +6,9 @@ Misattribution in Tool-Calling RL"). Switch an existing verl config to it with::
     algorithm.adv_estimator=slca_grpo \
     +algorithm.slca.lambda_tool=1.0 +algorithm.slca.lambda_sum=1.0   # optional, defaults shown
 
-Everything here is vectorised over the batch: no Python loop over samples, groups or tokens.
+Everything here is vectorised over the batch: no Python loop over samples, groups or tokens. For CPU tensors the two
+passes over the batch run in a small fused C++ kernel (:mod:`slca_verl.fused`, built on first use) when it can be
+built, else in the torch ops below; ``+algorithm.slca.kernel=torch`` forces the latter. Both give the same advantages.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 from verl.utils.groupwise import as_torch_index
 
-from slca_verl import segments
+from slca_verl import fused, segments
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +115,13 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
                 raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} must be true or false")
             out[k] = value
             continue
+        if isinstance(default, tuple):  # a choice: (default, *allowed)
+            if value is default:
+                value = default[0]
+            if value not in default:
+                raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} must be one of {list(default)}")
+            out[k] = value
+            continue
         try:
             if isinstance(value, bool):
                 raise TypeError
@@ -130,12 +139,17 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
     return out
 
 
-SLCA_DEFAULTS = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6, "abstention_credit": False}
+SLCA_DEFAULTS = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6, "abstention_credit": False,
+                 "kernel": ("auto", "torch")}
 
 
 def slca_settings(config: Any) -> dict:
     """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon,abstention_credit}`` and verl's
     own ``algorithm.norm_adv_by_std_in_grpo``.
+
+    ``kernel``: ``auto`` (default) uses the fused C++ kernel (:mod:`slca_verl.fused`) for CPU float32 rewards when it
+    can be built, else the torch path below; ``torch`` always uses the torch path. Both give the same advantages
+    (tests/test_fused_kernel.py), bit-identical to ``grpo_vectorized`` with one segment per response.
 
     ``abstention_credit`` (default false, the paper's behaviour) is carried out by the segment ids, not here:
     ``slca_tool_agent`` reads the same key and labels the first reply token of a rollout without a tool segment —
@@ -262,6 +276,40 @@ def _row_blocks(bs: int, L: int) -> list[tuple[int, int]]:
     return [(a, min(a + step, bs)) for a in range(0, bs, step)]
 
 
+def _fused_advantages(module, token_level_rewards, response_mask, index, segment_ids, cfg) -> torch.Tensor:
+    """The estimator through the fused kernel (:mod:`slca_verl.fused`): same formulas, one read and one write per row.
+
+    The summary reward of a row without a tool segment is ``rewards.sum(-1)``, as verl's ``grpo_vectorized`` sums it,
+    so that with one segment per response the result stays bit-identical to it (unless a reward sits on a token
+    outside both segments, which this estimator ignores and verl's grpo does not)."""
+    rewards = token_level_rewards.float().contiguous()
+    mask = response_mask.contiguous()
+    mode = 0 if segment_ids is None else 1
+    ids = torch.empty(0, dtype=torch.int8) if segment_ids is None else segment_ids.to(torch.int8).contiguous()
+    if mode and segment_ids.dtype != torch.int8 and bool(((segment_ids < 0) | (segment_ids > 127)).any()):
+        # the int8 copy would wrap such ids into valid ones
+        segments.fill_masks_from_ids(segment_ids.to(torch.float32), mask.to(torch.float32),
+                                     torch.empty(segment_ids.shape))  # raises the torch path's error
+    r_tool, r_sum, has_tool, has_sum, start1, off, bad, n_tool, n_sum = module.pass1(rewards, mask, ids, mode)
+    if bool(bad.any()):  # the same errors as the torch path, from its own check on the offending rows
+        rows = bad.bool().nonzero().flatten()
+        segments.fill_masks_from_ids(ids[rows].to(torch.float32), mask[rows].to(torch.float32),
+                                     torch.empty(len(rows), ids.shape[1]))
+    total = rewards.sum(dim=-1)  # (bs,): NaN/inf anywhere in a row shows here
+    check_finite_rows("slca_grpo", total)
+    r_sum = torch.where(has_tool | off.bool(), r_sum, total)
+    _warn_if_scalar_reward(r_tool, has_tool)
+    gidx, num_groups = group_index(index, rewards.device)
+    eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
+    a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
+    a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
+    _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum)
+    advantages = module.pass2(mask, ids, start1, a_tool.float().contiguous(), a_sum.float().contiguous(), mode)
+    if token_level_rewards.is_floating_point():
+        advantages = advantages.to(token_level_rewards.dtype)
+    return advantages
+
+
 _WARNED: set[str] = set()
 
 
@@ -340,6 +388,12 @@ def compute_slca_grpo_advantage(
 
     if token_level_rewards.numel() == 0:  # no responses, or zero-length responses: nothing to credit
         advantages = torch.zeros_like(token_level_rewards)
+        return advantages, advantages
+
+    module = fused.load() if cfg["kernel"] == "auto" and fused.applies(token_level_rewards, response_mask) else None
+    if module is not None:
+        with torch.no_grad():
+            advantages = _fused_advantages(module, token_level_rewards, response_mask, index, segment_ids, cfg)
         return advantages, advantages
 
     with torch.no_grad():

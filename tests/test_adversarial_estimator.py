@@ -44,7 +44,9 @@ def test_a_malformed_batch_is_an_error_that_says_what_is_wrong(name, rewards, ma
     [("lambda_tool", "abc", "algorithm.slca.lambda_tool='abc' is not a number"),
      ("lambda_sum", float("nan"), "must be finite"),
      ("epsilon", 0, "algorithm.slca.epsilon=0 must be > 0"),
-     ("lambda_tool", True, "is not a number")],
+     ("lambda_tool", True, "is not a number"),
+     ("kernel", "cuda", "algorithm.slca.kernel='cuda' must be one of ['auto', 'torch']"),
+     ("abstention_credit", 1, "algorithm.slca.abstention_credit=1 must be true or false")],
 )  # fmt: skip
 def test_a_bad_setting_fails_naming_the_key(key, value, message):
     with pytest.raises(ValueError, match=None) as err:

@@ -17,6 +17,14 @@ from slca_verl.core_algos import compute_slca_grpo_advantage
 EPS = 1e-6
 
 
+@pytest.fixture(autouse=True, params=["auto", "torch"])
+def kernel(request, monkeypatch):
+    """Every test runs through both implementations: the fused C++ kernel (``auto``, when it builds here) and the
+    torch path. ``algorithm.slca.kernel`` in a test's own config still wins."""
+    monkeypatch.setitem(core_algos.SLCA_DEFAULTS, "kernel", (request.param, *{"auto", "torch"} - {request.param}))
+    return request.param
+
+
 def zscore(values):
     """Hand formula: (x - mean) / (unbiased std + eps)."""
     n = len(values)
