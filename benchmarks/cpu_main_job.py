@@ -2,6 +2,7 @@
 
     python benchmarks/cpu_main_job.py                    # 20 steps each, seed 0 (~45 min on 2 cores)
     python benchmarks/cpu_main_job.py --steps 5          # the timing comparison alone (~14 min)
+    python benchmarks/cpu_main_job.py --steps 5 --same_prompts   # like for like: both paths see identical prompts
 
 Both runs go through ``bash recipes/run_cpu_tiny_slca.sh`` (verl's ``main_ppo``, the tiny Qwen3, same data, seed,
 batch, rollout and budget) and differ only in what the method needs:
@@ -10,6 +11,11 @@ batch, rollout and budget) and differ only in what the method needs:
   (the extra TransferQueue fetch of segment ids and reward metrics) + ``slca_grpo``;
 - **stock**: verl's ``tool_agent`` (the row's tools as SGLSTool entries of a verl tool YAML) + verl's ``sync``
   trainer + verl's ``grpo``, rewarded by the same HierR ``compute_score`` on the decoded response.
+
+``--same_prompts`` makes the prompts identical: verl's ``tool_agent`` lists every tool of its tool YAML (it has no
+per-row tools) through the chat template, on top of the data's own hermes system prompt. With the option both runs
+read rows whose system prompt no longer lists tools and whose tools are the union the stock YAML holds, so both
+loops render the same tool list once, through the chat template, and the policy sees the same tokens.
 
 Prints the machine, the median per-step time of each (steps 2.., step 1 pays one-off warm-ups) with verl's own
 phase timers (``timing_s/*``), their ratio, and the plugin's import cost per process measured here
@@ -58,6 +64,33 @@ def stock_inputs(train_parquet: str, work: str) -> tuple[str, str]:
                                    "config": {"type": "native", "backend": "offline", "cache_scope": "run"},
                                    "tool_schema": t} for t in tools.values()]}, f)  # fmt: skip
     return path, yaml_path
+
+
+def same_prompt_rows(train_parquet: str, work: str) -> str:
+    """The rows with the tool listing cut from the system prompt and every row offering the union of the tools (what
+    verl's tool_agent renders from its YAML), so both loops render identical prompts. Gold and reward are unchanged."""
+    import pandas as pd
+
+    df = pd.read_parquet(train_parquet)
+    union = {}
+    for schemas in df["tools"]:
+        for t in json.loads(schemas):
+            union.setdefault(t["function"]["name"], t)
+    tools = json.dumps(list(union.values()))
+
+    def cut(prompt):
+        messages = [dict(m) for m in prompt]
+        for m in messages:
+            if m["role"] == "system" and "<tools>" in m["content"]:
+                m["content"] = m["content"].split("\n\n# Tools", 1)[0]
+        return messages
+
+    df["prompt"] = df["prompt"].map(cut)
+    df["tools"] = tools
+    df["extra_info"] = df["extra_info"].map(lambda e: {**e, "tool_schemas": tools})
+    path = os.path.join(work, "same_prompt_train.parquet")
+    df.to_parquet(path)
+    return path
 
 
 def run(name: str, steps: int, seed: int, root: str, extra_env: dict, overrides: list[str]) -> dict:
@@ -146,6 +179,8 @@ def main(argv=None) -> int:
     p.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_main_job.png"))
     p.add_argument("--reuse", action="store_true", help="report on the runs already in --work_dir, run nothing")
     p.add_argument("--ray_processes", type=int, default=0, help="with --reuse: the count the original run printed")
+    p.add_argument("--same_prompts", action="store_true",
+                   help="both paths read rows with the same tools, rendered once by the chat template (like for like)")
     args = p.parse_args(argv)
     work = args.work_dir or tempfile.mkdtemp(prefix="slca_cpu_bench_")
     print(describe())
@@ -154,8 +189,12 @@ def main(argv=None) -> int:
         names = [n for n in ("slca", "stock", "grpo") if os.path.exists(os.path.join(work, n, "metrics.jsonl"))]
         runs = {name: load_run(work, name) for name in names}
         return report(args, runs, import_cost())
-    runs = {"slca": run("slca", args.steps, args.seed, work, {"ADV_ESTIMATOR": "slca_grpo"}, [])}
-    tiny_data = recipe_arg("data.train_files", args.seed, work)
+    slca_env = {"ADV_ESTIMATOR": "slca_grpo"}
+    if args.same_prompts:  # the tiny data must exist first: the recipe builds it (and the model) on first use
+        os.makedirs(work, exist_ok=True)
+        slca_env["TRAIN_FILES"] = same_prompt_rows(recipe_arg("data.train_files", args.seed, work), work)
+    runs = {"slca": run("slca", args.steps, args.seed, work, slca_env, [])}
+    tiny_data = slca_env.get("TRAIN_FILES") or recipe_arg("data.train_files", args.seed, work)
     train, tools_yaml = stock_inputs(tiny_data, work)
     runs["stock"] = run("stock", args.steps, args.seed, work, {"ADV_ESTIMATOR": "grpo", "TRAIN_FILES": train},
                         ["trainer.v1.trainer_mode=sync", "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
