@@ -2,7 +2,8 @@
 
     python benchmarks/cpu_main_job.py                    # 20 steps each, seed 0 (~45 min on 2 cores)
     python benchmarks/cpu_main_job.py --steps 5          # the timing comparison alone (~14 min)
-    python benchmarks/cpu_main_job.py --steps 5 --same_prompts   # like for like: both paths see identical prompts
+    python benchmarks/cpu_main_job.py --steps 5 --same_prompts   # both paths see identical prompts
+    python benchmarks/cpu_main_job.py --steps 5 --same_prompts --stock_format slca_hermes   # ... and parse alike
 
 Both runs go through ``bash recipes/run_cpu_tiny_slca.sh`` (verl's ``main_ppo``, the tiny Qwen3, same data, seed,
 batch, rollout and budget) and differ only in what the method needs:
@@ -179,6 +180,9 @@ def main(argv=None) -> int:
     p.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_main_job.png"))
     p.add_argument("--reuse", action="store_true", help="report on the runs already in --work_dir, run nothing")
     p.add_argument("--ray_processes", type=int, default=0, help="with --reuse: the count the original run printed")
+    p.add_argument("--stock_format", default="hermes",
+                   help="the stock run's tool-call parser: hermes (verl's) or slca_hermes (this plugin's, registered "
+                        "in verl's ToolParser registry: malformed calls are answered instead of ending the episode)")
     p.add_argument("--same_prompts", action="store_true",
                    help="both paths read rows with the same tools, rendered once by the chat template (like for like)")
     args = p.parse_args(argv)
@@ -198,6 +202,7 @@ def main(argv=None) -> int:
     train, tools_yaml = stock_inputs(tiny_data, work)
     runs["stock"] = run("stock", args.steps, args.seed, work, {"ADV_ESTIMATOR": "grpo", "TRAIN_FILES": train},
                         ["trainer.v1.trainer_mode=sync", "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+                         f"actor_rollout_ref.rollout.multi_turn.format={args.stock_format}",
                          f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools_yaml}"])  # fmt: skip
     return report(args, runs, import_cost())
 
