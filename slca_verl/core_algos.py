@@ -295,6 +295,7 @@ def _fused_advantages(module, token_level_rewards, response_mask, index, segment
         rows = bad.bool().nonzero().flatten()
         segments.fill_masks_from_ids(ids[rows].to(torch.float32), mask[rows].to(torch.float32),
                                      torch.empty(len(rows), ids.shape[1]))
+        raise ValueError(f"slca_grpo: explicit segment ids are invalid in rows {rows[:5].tolist()}")  # (not reached)
     total = rewards.sum(dim=-1)  # (bs,): NaN/inf anywhere in a row shows here
     check_finite_rows("slca_grpo", total)
     r_sum = torch.where(has_tool | off.bool(), r_sum, total)
