@@ -28,7 +28,6 @@ from slca_verl import fused, segments
 
 logger = logging.getLogger(__name__)
 
-_warned_scalar_reward = False
 
 #: Per-segment statistics of a ``slca_grpo`` call, logged by the ``slca_sync`` trainer (all over the batch's rows):
 SEGMENT_METRICS = {
@@ -299,12 +298,7 @@ def _fused_advantages(module, token_level_rewards, response_mask, index, segment
     total = rewards.sum(dim=-1)  # (bs,): NaN/inf anywhere in a row shows here
     check_finite_rows("slca_grpo", total)
     r_sum = torch.where(has_tool | off.bool(), r_sum, total)
-    _warn_if_scalar_reward(r_tool, has_tool)
-    gidx, num_groups = group_index(index, rewards.device)
-    eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
-    a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
-    a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
-    _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum)
+    a_tool, a_sum = _segment_advantages(r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg)
     advantages = module.pass2(mask, ids, start1, a_tool.float().contiguous(), a_sum.float().contiguous(), mode)
     if token_level_rewards.is_floating_point():
         advantages = advantages.to(token_level_rewards.dtype)
@@ -322,20 +316,30 @@ def _warn_once(key: str, message: str) -> None:
 
 def _warn_if_scalar_reward(r_tool: torch.Tensor, has_tool: torch.Tensor) -> None:
     """Warn once when tool segments exist but none carries any reward: the plain-scalar-reward pattern."""
-    global _warned_scalar_reward
-    if _warned_scalar_reward or not bool(has_tool.any()):
+    if "scalar_reward" in _WARNED or not bool(has_tool.any()) or not bool((r_tool[has_tool] == 0).all()):
         return
-    if bool((r_tool[has_tool] == 0).all()):
-        _warned_scalar_reward = True
-        logger.warning(
-            "slca_grpo: %d responses have tool-call segments but every tool-segment reward in the batch is exactly "
-            "0, so tool-call tokens get no execution advantage. This is what happens when the reward is one scalar "
-            "on the last token (verl's `tool_agent` loop). Use the `slca_tool_agent` agent loop "
-            "(actor_rollout_ref.rollout.agent.default_agent_loop=slca_tool_agent, or agent_name in the dataset) "
-            "with the HierR reward, which places the execution reward at the end of the tool segment. "
-            "(Shown once.)",
-            int(has_tool.sum()),
-        )
+    _warn_once(
+        "scalar_reward",
+        f"slca_grpo: {int(has_tool.sum())} responses have tool-call segments but every tool-segment reward in the "
+        "batch is exactly 0, so tool-call tokens get no execution advantage. This is what happens when the reward is "
+        "one scalar on the last token (verl's `tool_agent` loop). Use the `slca_tool_agent` agent loop "
+        "(actor_rollout_ref.rollout.agent.default_agent_loop=slca_tool_agent, or agent_name in the dataset) "
+        "with the HierR reward, which places the execution reward at the end of the tool segment. (Shown once.)",
+    )
+
+
+def _segment_advantages(
+    r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A^tool and A^sum, shape (bs,) each, from the segment rewards and presence flags (both implementations), with
+    the scalar-reward warning and the ``slca_sync`` statistics."""
+    _warn_if_scalar_reward(r_tool, has_tool)
+    gidx, num_groups = group_index(index, r_tool.device)
+    eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
+    a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
+    a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
+    _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum)
+    return a_tool, a_sum
 
 
 @register_adv_est("slca_grpo")
@@ -439,13 +443,7 @@ def compute_slca_grpo_advantage(
             torch.sub(tool, summary, out=advantages[a:b])
 
         check_finite_rows("slca_grpo", torch.stack([r_tool, r_sum], dim=-1))  # a NaN/inf in a row reaches both
-        _warn_if_scalar_reward(r_tool, has_tool)
-
-        gidx, num_groups = group_index(index, device)
-        eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
-        a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
-        a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
-        _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum)
+        a_tool, a_sum = _segment_advantages(r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg)
 
         # pass 2, per block, in place: adv = v * (h_diff + h_sum * v) with h_diff = (A_tool - A_sum) / 2 and
         # h_sum = (A_tool + A_sum) / 2, i.e. A_tool at v = 1, A_sum at v = -1, 0 at v = 0. A segment whose advantage

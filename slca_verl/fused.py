@@ -5,7 +5,8 @@ does the estimator's two passes in C++ instead: pass 1 reads each row once (segm
 the summary run, checks), pass 2 writes each row once (the advantage of the token's segment, times the mask).
 
 It is built with ``torch.utils.cpp_extension.load`` the first time it is needed (a C++ compiler and ninja are needed;
-~30-60 s once per machine, cached by torch under ``~/.cache/torch_extensions``) and used for float32 CPU tensors only.
+~30-60 s once per machine, cached by torch under ``~/.cache/torch_extensions``) and used for CPU tensors only (the
+rewards as float32).
 Whatever fails — no compiler, a build error, CUDA tensors — the estimator uses its torch path and says why once.
 ``+algorithm.slca.kernel=torch`` skips it.
 """
@@ -33,6 +34,8 @@ def _isa() -> str:
 
     capability = torch.backends.cpu.get_cpu_capability()
     return capability if capability in _ISA_FLAGS else "DEFAULT"
+
+
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
 
@@ -57,6 +60,5 @@ def load() -> Optional[Any]:
 
 
 def applies(token_level_rewards, response_mask) -> bool:
-    """Whether the kernel can serve these inputs: CPU tensors, 2-D, of the same shape."""
-    return (token_level_rewards.device.type == "cpu" and response_mask.device.type == "cpu"
-            and token_level_rewards.dim() == 2 and tuple(response_mask.shape) == tuple(token_level_rewards.shape))
+    """Whether the kernel can serve these inputs: CPU tensors (the estimator has checked their shapes)."""
+    return token_level_rewards.device.type == "cpu" and response_mask.device.type == "cpu"

@@ -226,7 +226,7 @@ def test_scalar_reward_on_the_last_token_warns_once_naming_the_agent_loop(two_gr
     scalar = torch.zeros_like(rewards)
     last = (mask.cumsum(-1) == mask.sum(-1, keepdim=True)) & (mask == 1)  # last trained token of each row
     scalar[last] = rewards.sum(-1).repeat_interleave(last.sum(-1))
-    monkeypatch.setattr(core_algos, "_warned_scalar_reward", False)
+    monkeypatch.setattr(core_algos, "_WARNED", set())
     with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
         compute_slca_grpo_advantage(token_level_rewards=scalar, response_mask=mask, index=index)
         compute_slca_grpo_advantage(token_level_rewards=scalar, response_mask=mask, index=index)
@@ -235,7 +235,7 @@ def test_scalar_reward_on_the_last_token_warns_once_naming_the_agent_loop(two_gr
     assert "slca_tool_agent" in warnings[0].getMessage()
 
     caplog.clear()
-    monkeypatch.setattr(core_algos, "_warned_scalar_reward", False)
+    monkeypatch.setattr(core_algos, "_WARNED", set())
     with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
         compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
     assert not [r for r in caplog.records if "every tool-segment reward" in r.getMessage()]

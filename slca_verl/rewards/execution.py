@@ -187,16 +187,9 @@ _WEIGHT_OF = {"fmt": "fmt", "name_f1": "name", "key": "key", "value": "value", "
 def execution_reward(components: dict[str, float], weights: ExecutionWeights,
                      unmeasured: frozenset[str] = frozenset()) -> float:
     """R_tool = Σ_c w_c * component_c, or over the measured components only, renormalised (module docstring)."""
-    if unmeasured:
-        measured = [c for c in _WEIGHT_OF if c not in unmeasured]
+    measured = [c for c in _WEIGHT_OF if c not in unmeasured]
+    r = sum(getattr(weights, _WEIGHT_OF[c]) * components[c] for c in measured)
+    if unmeasured:  # renormalise over what the gold can measure (nested gold: the plain weighted sum)
         total = sum(getattr(weights, _WEIGHT_OF[c]) for c in measured)
-        r = sum(getattr(weights, _WEIGHT_OF[c]) * components[c] for c in measured) / total if total else 0.0
-        return r if math.isfinite(r) else 0.0
-    r = (
-        weights.fmt * components["fmt"]
-        + weights.name * components["name_f1"]
-        + weights.key * components["key"]
-        + weights.value * components["value"]
-        + weights.parallel * components["parallel"]
-    )
+        r = r / total if total else 0.0
     return r if math.isfinite(r) else 0.0
