@@ -211,14 +211,6 @@ def run(source: str, input_path: str, records: Sequence[Any], convert: ConvertFn
             report.outputs[split] = path
         written[split] = len(rows)
         for row in rows:
-            report.written_by_subset[row["reward_model"]["ground_truth"]["subset_name"]] += 1
-            report.written_by_data_source[row["data_source"]] += 1
-            gold_format = row["reward_model"]["ground_truth"].get("gold_format")  # sources that record it
-            if gold_format is not None:
-                counts = report.notes.setdefault("gold_format", {})
-                counts[gold_format] = counts.get(gold_format, 0) + 1
-    report.finish(written)
-    report.elapsed_s = round(time.perf_counter() - start, 3)
-    report.write(os.path.join(opts.output_dir, f"{opts.name}_report.json"))
-    report.log_summary()
+            report.count_written(row)
+    report.close(written, os.path.join(opts.output_dir, f"{opts.name}_report.json"), time.perf_counter() - start)
     return report

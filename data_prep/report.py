@@ -68,6 +68,23 @@ class Report:
     def rows_rejected(self) -> int:
         return sum(self.rejected.values())
 
+    def count_written(self, row: dict[str, Any]) -> None:
+        """Count one written row by subset, data source and (for the sources that record it) gold form."""
+        gt = row["reward_model"]["ground_truth"]
+        self.written_by_subset[gt["subset_name"]] += 1
+        self.written_by_data_source[row["data_source"]] += 1
+        gold_format = gt.get("gold_format")
+        if gold_format is not None:
+            counts = self.notes.setdefault("gold_format", {})
+            counts[gold_format] = counts.get(gold_format, 0) + 1
+
+    def close(self, written_by_split: dict[str, int], path: str, elapsed_s: float) -> None:
+        """:meth:`finish`, then write the report to ``path`` and log its summary."""
+        self.finish(written_by_split)
+        self.elapsed_s = round(elapsed_s, 3)
+        self.write(path)
+        self.log_summary()
+
     def finish(self, written_by_split: dict[str, int]) -> None:
         """Record what was written and check that every row is accounted for."""
         self.written_by_split = dict(written_by_split)

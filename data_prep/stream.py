@@ -140,12 +140,7 @@ def run_streaming(source: str, input_path: str, batches: Iterable[list[Any]], to
                         continue
                 split = opts.val_split_name if val[index] else opts.split_name
                 writers[split].add(row)
-                report.written_by_subset[row["reward_model"]["ground_truth"]["subset_name"]] += 1
-                report.written_by_data_source[row["data_source"]] += 1
-                gold_format = row["reward_model"]["ground_truth"].get("gold_format")
-                if gold_format is not None:
-                    counts = report.notes.setdefault("gold_format", {})
-                    counts[gold_format] = counts.get(gold_format, 0) + 1
+                report.count_written(row)
             index += 1
             bar.update(1)
     finally:
@@ -165,10 +160,7 @@ def run_streaming(source: str, input_path: str, batches: Iterable[list[Any]], to
         elif split == opts.split_name:
             logger.warning("%s: no row left for split %s", source, split)
             written[split] = 0
-    report.finish(written)
-    report.elapsed_s = round(time.perf_counter() - start, 3)
-    report.write(os.path.join(opts.output_dir, f"{opts.name}_report.json"))
-    report.log_summary()
+    report.close(written, os.path.join(opts.output_dir, f"{opts.name}_report.json"), time.perf_counter() - start)
     return report
 
 
