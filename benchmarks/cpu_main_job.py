@@ -46,6 +46,15 @@ RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
 PHASES = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "step")
 
 
+def tool_union(df) -> dict[str, dict]:
+    """Every tool of the rows, by name (the first schema seen for a name)."""
+    tools = {}
+    for schemas in df["tools"]:
+        for t in json.loads(schemas):
+            tools.setdefault(t["function"]["name"], t)
+    return tools
+
+
 def stock_inputs(train_parquet: str, work: str) -> tuple[str, str]:
     """(train parquet whose rows ask for verl's tool_agent, verl tool YAML with every tool of the data as SGLSTool)."""
     import pandas as pd
@@ -53,10 +62,7 @@ def stock_inputs(train_parquet: str, work: str) -> tuple[str, str]:
 
     df = pd.read_parquet(train_parquet)
     df["agent_name"] = "tool_agent"
-    tools = {}
-    for schemas in df["tools"]:
-        for t in json.loads(schemas):
-            tools.setdefault(t["function"]["name"], t)
+    tools = tool_union(df)
     path = os.path.join(work, "stock_train.parquet")
     df.to_parquet(path)
     yaml_path = os.path.join(work, "stock_tools.yaml")
@@ -73,11 +79,7 @@ def same_prompt_rows(train_parquet: str, work: str) -> str:
     import pandas as pd
 
     df = pd.read_parquet(train_parquet)
-    union = {}
-    for schemas in df["tools"]:
-        for t in json.loads(schemas):
-            union.setdefault(t["function"]["name"], t)
-    tools = json.dumps(list(union.values()))
+    tools = json.dumps(list(tool_union(df).values()))
 
     def cut(prompt):
         messages = [dict(m) for m in prompt]
