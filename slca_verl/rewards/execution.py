@@ -153,10 +153,6 @@ def count_strict_matches(pred: list[ToolCall], gold: list[ToolCall]) -> int:
     return hits
 
 
-#: gold forms (HierR's ``gold_format``) and the components their gold cannot measure
-GOLD_FORMATS = ("nested", "flat", "names")
-
-
 def unmeasured_components(gold_format: str, num_gold_calls: int) -> frozenset[str]:
     """Components the gold cannot measure: key/value for names-only gold, parallel for multi-call flat or
     names-only gold (no step structure; a single call is one step either way)."""

@@ -247,6 +247,11 @@ def split_decoded_response(solution_str: str) -> Trajectory:
     return Trajectory(assistant_texts=assistant, tool_responses=responses, ends_with_observation=ends_with_observation)
 
 
+#: the forms of gold the authors' data holds (``ground_truth.gold_format``; slca_verl.rewards.execution says what
+#: each form cannot measure)
+GOLD_FORMATS = ("nested", "flat", "names")
+
+
 @dataclass
 class GroundTruth:
     """Normalised ground truth. ``gold_steps`` is a list of steps, each a non-empty list of gold calls."""
@@ -366,8 +371,6 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
 def _gold_format(declared: Any, raw_gold: Any, reasons: list[str]) -> str:
     """``ground_truth.gold_format`` as data_prep writes it, else inferred from the raw gold: a list of lists is
     nested, a list of names names-only, any other list flat (an empty list is nested: an irrelevance row)."""
-    from slca_verl.rewards.execution import GOLD_FORMATS
-
     if declared is not None:
         if declared in GOLD_FORMATS:
             return declared
