@@ -106,6 +106,7 @@ class RunConfig:
     lambda_sum: float = 1.0  # slca_grpo's algorithm.slca.lambda_sum (diagnostics; 1.0 is the method)
     loss_on: str = "all"  # "all" response tokens, or "tool" tokens only (diagnostics)
     irrelevance: float = 0.0  # share of each step's prompts that are chat prompts (gold: no call); 0 = base task
+    judge_after_unneeded_calls: bool = True  # the paper's reward on chat prompts (HierR's default is False)
 
 
 def actor_config(clip_ratio: float):
@@ -149,10 +150,13 @@ def evaluate_abstention(policy: TinyPolicy, references) -> tuple[float, float]:
 
 
 async def score_rollouts(tasks, responses, noise, uids, sim, sim_nocache, references, grounding,
-                         judge_direct_replies: bool = False):
-    """SGLS + HierR for every rollout of the batch, concurrently. Returns the HierR reward dicts."""
+                         judge_direct_replies: bool = False, judge_after_unneeded_calls: bool = True):
+    """SGLS + HierR for every rollout of the batch, concurrently. Returns the HierR reward dicts.
+
+    ``judge_after_unneeded_calls`` (default on here: the paper's reward, as the documented runs used it) judges a
+    reply written after a call on a chat prompt; HierR's own default does not (docs/rewards.md)."""
     tools = T.tool_schemas()
-    config = HierRConfig(judge_direct_replies=judge_direct_replies)
+    config = HierRConfig(judge_direct_replies=judge_direct_replies, judge_after_unneeded_calls=judge_after_unneeded_calls)
 
     async def one(task, resp: list[int], eps: float, uid: str) -> dict:
         d = T.decode(resp)
@@ -240,7 +244,8 @@ def run(cfg: RunConfig) -> dict:
         noise = rng.normal(0.0, cfg.sigma, size=len(tasks)) if cfg.sigma > 0 else np.zeros(len(tasks))
         rewards = loop.run_until_complete(
             score_rollouts(tasks, responses.tolist(), noise.tolist(), uids.tolist(), sim, sim_nocache, references,
-                           cfg.grounding, judge_direct_replies=judge_direct)
+                           cfg.grounding, judge_direct_replies=judge_direct,
+                           judge_after_unneeded_calls=cfg.judge_after_unneeded_calls)
         )
         n_traj += len(tasks)
         layouts = [T.response_layout(r, abstention_credit=credit) for r in responses.tolist()]
@@ -461,6 +466,9 @@ def main(argv=None) -> dict:
                     help="share of each step's prompts that are chat prompts whose right answer is a direct reply "
                          "(default 0.4; 0 = the base task of the README's first table)")
     ap.add_argument("--lr", type=float, default=RunConfig.lr)
+    ap.add_argument("--hierr_default", action="store_true",
+                    help="score chat prompts with HierR's default, which does not judge a reply written after a call "
+                         "the gold did not need (default: the paper's reward, which does; docs/rewards.md)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=None, help="JSON path (default docs/results/credit_assignment[_quick].json)")
     ap.add_argument("--plot", default=None, help="PNG path (default docs/img/credit_assignment[_quick].png)")
@@ -487,7 +495,7 @@ def main(argv=None) -> dict:
     seeds = args.seeds or (3 if args.quick else 5)
     steps = args.steps or (80 if args.quick else 150)
     configs = [RunConfig(method=m, sigma=s, seed=k, steps=steps, threshold=args.threshold, grounding=args.grounding,
-                         lr=args.lr, irrelevance=args.irrelevance)
+                         lr=args.lr, irrelevance=args.irrelevance, judge_after_unneeded_calls=not args.hierr_default)
                for s in sigmas for k in range(seeds) for m in methods]  # fmt: skip
     t0 = time.perf_counter()
     if args.workers > 1:
@@ -505,7 +513,7 @@ def main(argv=None) -> dict:
     result = {
         "args": {"methods": methods, "sigmas": sigmas, "seeds": seeds, "steps": steps, "threshold": args.threshold,
                  "grounding": args.grounding, "lr": args.lr, "workers": args.workers, "irrelevance": args.irrelevance,
-                 "defaults": asdict(RunConfig())},
+                 "hierr_default": args.hierr_default, "defaults": asdict(RunConfig())},
         "summary": summary,
         "wall_seconds": wall,
         "runs": runs,

@@ -13,6 +13,7 @@ from slca_verl.rewards import LLMJudge, OfflineProxyJudge, Verdict, compute_scor
 from slca_verl.rewards.compute_score import get_judge
 from slca_verl.rewards.judge import RUBRIC
 from slca_verl.sgls.client import ChatClient
+from slca_verl.sgls.prompt import neutralise_fence_tags
 
 CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>'
 TOOL = '{"temp_c": 21, "sky": "sunny"}'
@@ -78,7 +79,7 @@ def test_an_injected_reply_is_fenced_and_scored_by_the_judges_own_final_line(inj
     assert system == RUBRIC and "never instructions to you" in system
     tag, texts = fences(user)
     assert tag[5:] not in injection.lower()
-    assert texts["the assistant's final message"] == injection
+    assert texts["the assistant's final message"] == neutralise_fence_tags(injection)  # look-alikes defused
     assert texts["tool response 1"] == TOOL and texts["question from the user"] == "Weather in Paris?"
     outside = re.sub(rf"<{tag} [^>]*>\n.*?\n</{tag}>", "", user, flags=re.DOTALL)
     assert "excellent" not in outside and "Ignore the rubric" not in outside
@@ -115,7 +116,8 @@ def test_injections_in_the_question_and_tool_output_are_fenced_too():
         out, _ = score(srv, "It is 21 degrees and sunny.", question=question, tool=tool)
     assert out["judge_rating"] == 3
     tag, texts = fences(srv.requests[0]["messages"][1]["content"])
-    assert texts["question from the user"] == question and texts["tool response 1"] == tool
+    assert texts["question from the user"] == question
+    assert texts["tool response 1"] == tool.replace("</data-", "&lt;/data-")  # the look-alike defused
 
 
 def test_structured_output_takes_the_rating_field_not_an_injected_one():

@@ -19,6 +19,7 @@ from slca_verl.sgls.offline import synthesise
 from slca_verl.sgls.prompt import fence_tag
 from slca_verl.sgls.schema import type_string_to_schema
 from slca_verl.sgls.simulator import Simulator
+from slca_verl.sgls.prompt import neutralise_fence_tags
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": CITY}}
@@ -336,8 +337,10 @@ def test_policy_arguments_stay_inside_a_fence_they_cannot_close(injection):
     tag = tags.pop()
     assert tag[5:] not in json.dumps(injection) and tag[5:] not in injection
     fenced = re.findall(rf"<{tag}>\n(.*?)\n</{tag}>", user, re.DOTALL)
-    assert len(fenced) == 2 and json.loads(fenced[1]) == {"city": injection}
-    assert json.dumps(injection, ensure_ascii=False)[1:-1] in fenced[0]  # the history, fenced as well
+    # the arguments, with any fence look-alike defused (a model that does not compare codes is not fooled)
+    assert len(fenced) == 2 and json.loads(fenced[1]) == {"city": neutralise_fence_tags(injection)}
+    assert not re.search(r"<\s*/?\s*data-", fenced[0] + fenced[1], re.IGNORECASE)
+    assert neutralise_fence_tags(json.dumps(injection, ensure_ascii=False)[1:-1]) in fenced[0]  # the history too
     outside = re.sub(rf"<{tag}>\n.*?\n</{tag}>", "", user, flags=re.DOTALL)
     assert "Ignore all" not in outside and "debug mode" not in outside and "New rules" not in outside
 

@@ -70,12 +70,11 @@ def test_no_call_when_gold_calls_exist_scores_the_penalty_on_the_summary():
     assert score(["nothing"], responses=(), no_call_penalty=-1.0)["score"] == -1.0
 
 
-@pytest.mark.parametrize("text", ["</tool_call>", "It is sunny.</tool_call>", "</tool_call>\n</tool_call> done"])
-def test_a_stray_closing_tag_is_no_call_and_cannot_dodge_the_penalty(text):
+@pytest.mark.parametrize("text", ["</tool_call>", "It is sunny.</tool_call>", "</tool_call>\n</tool_call> done",
+                                  "<tool_call>oops", "<tool_call>\n" + REPLY, "<tool_call></tool_call>" + REPLY])
+def test_tags_without_a_call_that_parses_are_no_call_and_cannot_dodge_the_penalty(text):
     out = score([text], responses=(), judge=FakeJudge())
     assert out["no_call"] == 1 and out["score"] == -0.5 and out["r_tool"] == 0.0
-    # an opening tag is an attempt (scored by format), not a no-call
-    assert score(["<tool_call>oops"], responses=(), judge=FakeJudge())["no_call"] == 0
 
 
 def test_no_gold_calls_and_no_call_is_not_penalised():
@@ -163,8 +162,8 @@ def invalid(body):
 def test_non_json_tool_calls_score_zero_format_with_a_reason():
     out = invalid("get weather for Paris")
     assert out["fmt"] == 0.0 and out["num_calls"] == 0 and "not JSON" in out["reason"]
-    # not a no-call: the model tried; name F1 0, key/value 0, parallel 0 (0 calls vs 1)
-    assert out["no_call"] == 0 and out["r_tool"] == 0.0
+    # a call that does not parse is not a call: the no-call penalty, never more than making no call
+    assert out["no_call"] == 1 and out["r_tool"] == 0.0 and out["score"] == -0.5
 
 
 def test_an_array_of_non_objects_is_an_invalid_block():

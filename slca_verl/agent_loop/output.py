@@ -8,12 +8,19 @@ verl's v1 rollout (``AgentLoopWorkerTQ._agent_loop_postprocess``) computes the r
                        (``slca``: r_tool at the end of the tool segment, r_sum at the end of the summary)
 
 so ``slca_sync`` can fetch the ids and ``slca_grpo`` recovers each component by summing over its segment.
+
+A failed judgment is not a zero: with the ``slca`` layout, a rollout whose judge call failed (HierR's
+``judge_failed`` = 1: timeout, transport error, no rating) has its summary tokens written as OBSERVATION, so its
+summary takes no part in its group's statistics and gets no advantage (its tool segment is unaffected);
+``extra_fields["slca_summary_masked"]`` = 1 marks it, and ``reward_extra/judge_failed/mean`` (logged by ``slca_sync``)
+is how often it happened.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import math
 from typing import Any
 
 import torch
@@ -87,15 +94,27 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
                 f"slca_tool_agent: {len(self.segment_ids)} segment ids for {output['response_mask'].shape[0]} "
                 "response tokens; the agent loop must write one id per response token"
             )
-        output[SEGMENT_IDS_FIELD] = ids
         if self.reward_score is not None:
-            rm_scores, dropped = self.layout_reward()
+            ids, masked = self.scored_segment_ids(ids)
+            rm_scores, dropped = self.layout_reward(ids)
             output["rm_scores"] = rm_scores
             output["extra_fields"]["slca_reward_dropped"] = dropped
+            output["extra_fields"]["slca_summary_masked"] = int(masked)
+        output[SEGMENT_IDS_FIELD] = ids
         return output
 
-    def layout_reward(self) -> tuple[torch.Tensor, float]:
-        """``(rm_scores (L,) float32, dropped)`` for the computed reward, by ``reward_layout``.
+    def scored_segment_ids(self, ids: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """``(ids, masked)``: with the ``slca`` layout and a failed judgment, the summary tokens become OBSERVATION
+        (no preference reward, no advantage, outside the group's summary statistics); otherwise ``ids`` as given."""
+        info = self.extra_fields.get("reward_extra_info") or {}
+        failed = _truthy(info.get("judge_failed", 0))
+        if self.reward_layout != "slca" or not failed or not bool((ids == SUMMARY).any()):
+            return ids, False
+        return torch.where(ids == SUMMARY, torch.full_like(ids, OBSERVATION), ids), True
+
+    def layout_reward(self, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
+        """``(rm_scores (L,) float32, dropped)`` for the computed reward, by ``reward_layout``, over ``ids`` (the
+        output's own segment ids when None).
 
         Raises:
             ValueError: the layout needs components (e.g. r_tool, r_sum) that the reward did not return.
@@ -103,7 +122,8 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
         info = dict(self.extra_fields.get("reward_extra_info") or {})
         reward = {**info, "score": float(self.reward_score)}
         try:
-            return resolve_layout(self.reward_layout)(torch.tensor(self.segment_ids, dtype=torch.int8), reward)
+            ids = torch.tensor(self.segment_ids, dtype=torch.int8) if ids is None else ids
+            return resolve_layout(self.reward_layout)(ids, reward)
         except KeyError as e:
             raise ValueError(
                 f"slca_tool_agent: reward layout '{self.reward_layout}' needs the reward component {e} in the "
@@ -111,6 +131,15 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
                 "(reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward, name=compute_score) or set "
                 "reward_layout: scalar in the agent loop YAML."
             ) from None
+
+
+def _truthy(value: Any) -> bool:
+    """A reward flag (int, bool, numpy or torch scalar) as a bool; anything unreadable is False."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return math.isfinite(number) and number != 0
 
 
 def has_summary(segment_ids: list[int]) -> bool:

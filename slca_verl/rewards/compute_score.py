@@ -18,7 +18,7 @@ Keyword arguments (all optional):
     judge_max_concurrency (64), judge_max_tokens (512), judge_deadline_s (None), judge_structured_output (False),
     judge_parse_retries (0): the LLM judge and its shared ``slca_verl.sgls.client.ChatClient``.
     w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments, judge_direct_replies,
-    weights={fmt, name, key, value, parallel}, rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
+    judge_after_unneeded_calls, weights={fmt, name, key, value, parallel}, rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
 """
 
 from __future__ import annotations
@@ -126,4 +126,6 @@ async def compute_score(
         question = q if isinstance(q, str) else None
     if ground_truth is None:
         return empty_result("ground_truth is None")
-    return await score_decoded(solution_str, ground_truth, judge=judge, config=config, question=question)
+    num_turns = extra_info.get("num_turns") if isinstance(extra_info, dict) else None
+    return await score_decoded(solution_str, ground_truth, judge=judge, config=config, question=question,
+                               num_turns=num_turns)

@@ -9,8 +9,8 @@ DESIGN §2::
              response and rates whether the reply answers or declines appropriately)
     score  = w_tool * R_tool + w_sum * R_sum                                         (both weights 1.0)
 
-    no-call penalty: gold calls exist and the assistant wrote no <tool_call> tag →
-        score = -0.5, R_tool = 0, R_sum = -0.5 (the penalty goes to the summary segment)
+    no-call penalty: gold calls exist and the assistant made no call that parses (a bare, empty, unterminated or
+        unreadable <tool_call> block is not a call) → score = -0.5, R_tool = 0, R_sum = -0.5 (on the summary segment)
     any other negative total (negative weights) is routed the same way: R_tool = 0, R_sum = score.
 
     success = 1[score / (w_tool + w_sum) >= tau]                                     (tau = 0.9)
@@ -22,6 +22,16 @@ DESIGN §2::
 The final reply judged is the text of the last assistant turn, after ``<think>`` stripping, when that turn wrote
 no tool call (an episode cut on a tool-call turn has no summary). Tool-call tags are counted in assistant turns only,
 so text inside tool responses can never count as a call.
+
+No text a policy writes buys reward (docs/rewards.md, "What text cannot buy"):
+
+- calls are parsed turn by turn, as the agent loop parses them (:func:`parse_turn_calls`): what ran is what is scored;
+- the judge is asked only when a call that parses got a tool response: an error answer to a broken call unlocks
+  nothing. On a row whose gold has no calls, a reply after calls is not judged (unless ``judge_after_unneeded_calls``,
+  the authors' reward), so a call there, valid or not, never out-scores answering directly;
+- decoded text (:func:`score_decoded`) holds ``<tool_response>`` runs that the policy may have written itself; when
+  verl's turn count (``extra_info.num_turns``) shows more runs than the environment answered, the rollout is scored
+  ``min(no_call_penalty, 0)`` on its summary segment with ``forged_tool_output`` = the surplus runs.
 
 Example (the agent loop knows its turns, so it skips re-parsing decoded text)::
 
@@ -56,7 +66,7 @@ from slca_verl.rewards.parsing import (
     OPEN_TAG,
     CLOSE_TAG,
     parse_ground_truth,
-    parse_tool_calls,
+    parse_turn_calls,
     split_decoded_response,
     strip_think,
 )
@@ -67,7 +77,8 @@ logger = logging.getLogger(__name__)
 RESULT_KEYS = (
     "score", "r_tool", "r_sum",
     "fmt", "name_f1", "key", "value", "parallel",
-    "no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses", "format_valid",
+    "no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses", "forged_tool_output",
+    "format_valid",
     "judge_rating", "judge_failed", "judge_used", "success",
     "toolpo_success", "toolpo_action",
     "rltr_completion", "rltr_repeat", "rltr_error", "rltr_total",
@@ -87,6 +98,7 @@ class HierRConfig:
     success_tau: float = 0.9
     accept_string_arguments: bool = False
     judge_direct_replies: bool = False
+    judge_after_unneeded_calls: bool = False  # the authors' reward: judge a reply after calls the gold did not need
     rltr: RLTRWeights = field(default_factory=RLTRWeights)
 
     @classmethod
@@ -136,7 +148,7 @@ def empty_result(reason: str) -> dict:
     """All-zero row with a reason (for input that cannot be scored at all)."""
     row = {k: 0.0 for k in RESULT_KEYS}
     row.update({k: 0 for k in ("no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses",
-                               "format_valid", "judge_rating", "judge_failed", "judge_used", "success",
+                               "forged_tool_output", "format_valid", "judge_rating", "judge_failed", "judge_used", "success",
                                "gold_invalid")})
     row["gold_format"] = ""
     row["reason"] = reason
@@ -161,6 +173,7 @@ async def score_trajectory(
     judge: Judge | None = None,
     config: HierRConfig | None = None,
     question: str | None = None,
+    forged_tool_output: int = 0,
 ) -> dict:
     """HierR reward of one rollout given its pieces (see the module docstring for the formulas).
 
@@ -171,19 +184,22 @@ async def score_trajectory(
         judge: preference judge; None gives R_sum = 0 (``judge_used`` = 0).
         config: weights and penalties.
         question: overrides ``ground_truth["question_content"]`` for the judge.
+        forged_tool_output: tool-response runs known not to come from the environment (:func:`score_decoded`
+            counts them); > 0 scores the rollout ``min(no_call_penalty, 0)`` and asks no judge.
 
     Returns:
         dict with the keys of :data:`RESULT_KEYS`, all JSON-serialisable scalars; ``reason`` is "" when the input was
         fine, else what was wrong (bad ground truth, invalid tool-call blocks, judge failure).
     """
     try:
-        return await _score(assistant_texts, tool_responses, ground_truth, judge, config or HierRConfig(), question)
+        return await _score(assistant_texts, tool_responses, ground_truth, judge, config or HierRConfig(), question,
+                            int(forged_tool_output))
     except Exception as e:  # last line of defence: a reward must never raise inside a training step
         logger.exception("HierR could not score a rollout")
         return empty_result(f"internal error: {type(e).__name__}: {str(e)[:200]}")
 
 
-async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: HierRConfig, question) -> dict:
+async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: HierRConfig, question, forged) -> dict:
     assistant_texts = [t if isinstance(t, str) else str(t) for t in (assistant_texts or [])]
     tool_responses = [t if isinstance(t, str) else str(t) for t in (tool_responses or [])]
     gt = parse_ground_truth(ground_truth)
@@ -193,13 +209,12 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     if gt.gold_errors:  # scoring it as an irrelevance row would reward not calling: 0 for every rollout instead
         return {**empty_result("unreadable gold: " + "; ".join(gt.gold_errors[:3])[:400]), "gold_invalid": 1}
 
-    text = "\n".join(strip_think(t) for t in assistant_texts)
-    parsed = parse_tool_calls(text, gt.allowed_tools, accept_string_arguments=cfg.accept_string_arguments)
+    parsed = parse_turn_calls(assistant_texts, gt.allowed_tools, accept_string_arguments=cfg.accept_string_arguments)
     reasons += parsed.errors[:3] + ([f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else [])
     gold = gt.gold_calls
     pred = parsed.calls
-    # only an opening tag starts a call: a lone </tool_call> is no call (it used to dodge the no-call penalty)
-    no_call = bool(gold) and parsed.open_tags == 0
+    # a call that does not parse is not a call: tags alone (bare, empty, unterminated, unreadable) never dodge it
+    no_call = bool(gold) and not pred
 
     comps = execution_components(parsed, gt.gold_steps)
     unmeasured = unmeasured_components(gt.gold_format, len(gold))
@@ -209,14 +224,23 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
 
     verdict, judge_used = Verdict(0), 0
     reply = final_reply(assistant_texts)
-    if no_call:
+    if forged:  # tool output the policy wrote itself: scored as low as making no call, never judged
+        comps = {k: 0.0 for k in comps}
+        floor = min(cfg.no_call_penalty, 0.0)
+        r_tool, r_sum, score = 0.0, floor, floor
+        reasons.append(f"{forged} tool-response run(s) not written by the environment")
+    elif no_call:
         comps = {k: 0.0 for k in comps}
         r_tool, r_sum, score = 0.0, cfg.no_call_penalty, cfg.no_call_penalty
     else:
         r_tool = execution_reward(comps, cfg.weights, unmeasured)
-        # judge_direct_replies: on an irrelevance row a reply without any call is judged too (docs/rewards.md)
-        direct = cfg.judge_direct_replies and not gold and parsed.open_tags == 0 and not tool_responses
-        if judge is not None and (tool_responses or direct) and len(reply) >= cfg.min_reply_chars:
+        # the judge needs a call that parsed and was answered; after calls the gold did not need, only with the
+        # authors' judge_after_unneeded_calls (so a call there never pays more than answering directly)
+        after_calls = bool(pred) and bool(tool_responses) and (bool(gold) or cfg.judge_after_unneeded_calls)
+        # judge_direct_replies: on an irrelevance row a reply without any call attempt is judged too (docs/rewards.md)
+        attempted = parsed.open_tags or parsed.close_tags
+        direct = cfg.judge_direct_replies and not gold and not attempted and not tool_responses
+        if judge is not None and (after_calls or direct) and len(reply) >= cfg.min_reply_chars:
             judge_used = 1
             verdict = await judge.rate(question if question is not None else gt.question, tool_responses, reply)
             if verdict.failed:
@@ -236,6 +260,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         "num_calls": len(pred),
         "num_gold_calls": len(gold),
         "num_tool_responses": len(tool_responses),
+        "forged_tool_output": forged,
         "format_valid": int(parsed.fully_valid),
         "judge_rating": int(verdict.rating),
         "judge_failed": int(verdict.failed),
@@ -254,12 +279,33 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
 
 
 async def score_decoded(solution_str: str, ground_truth: Any, *, judge: Judge | None = None,
-                        config: HierRConfig | None = None, question: str | None = None) -> dict:
-    """HierR reward of a decoded multi-turn response (assistant turns and rendered tool responses in one string)."""
+                        config: HierRConfig | None = None, question: str | None = None,
+                        num_turns: Any = None) -> dict:
+    """HierR reward of a decoded multi-turn response (assistant turns and rendered tool responses in one string).
+
+    Args:
+        num_turns: verl's ``extra_info["num_turns"]`` (messages of the episode: user turns + assistant turns + 1, so
+            ``(num_turns - 1) // 2`` environment turns; 2 for a single-turn rollout). Decoded text cannot tell a
+            ``<tool_response>`` the environment sent from one the policy typed; more runs than environment turns
+            means some were typed, and the rollout is scored as forged. None (a caller outside verl): every run
+            is trusted.
+    """
     traj = split_decoded_response(solution_str)
+    env_turns = _environment_turns(num_turns)
+    forged = max(0, traj.tool_response_runs - env_turns) if env_turns is not None else 0
     return await score_trajectory(
-        traj.assistant_texts, traj.tool_responses, ground_truth, judge=judge, config=config, question=question
+        traj.assistant_texts, traj.tool_responses, ground_truth, judge=judge, config=config, question=question,
+        forged_tool_output=forged,
     )
+
+
+def _environment_turns(num_turns: Any) -> int | None:
+    """Environment turns of a verl episode from its ``num_turns`` (None when it is not a usable count)."""
+    try:
+        n = int(num_turns.item() if hasattr(num_turns, "item") else num_turns)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return max(0, (n - 1) // 2) if n >= 1 else None
 
 
 def score_trajectory_sync(*args, **kwargs) -> dict:

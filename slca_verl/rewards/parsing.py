@@ -58,6 +58,9 @@ class ParsedCalls:
     open_tags: int = 0
     close_tags: int = 0
     errors: list[str] = field(default_factory=list)
+    # Σ over turns of max(#open, #close) when merged from several turns (a tag pair split across two turns is two
+    # broken blocks, as the agent loop sees it); None: max(open_tags, close_tags) of the one text
+    denominator: int | None = None
 
     @property
     def calls(self) -> list[ToolCall]:
@@ -69,7 +72,7 @@ class ParsedCalls:
 
     @property
     def tag_denominator(self) -> int:
-        return max(self.open_tags, self.close_tags)
+        return max(self.open_tags, self.close_tags) if self.denominator is None else self.denominator
 
     @property
     def fully_valid(self) -> bool:
@@ -140,6 +143,23 @@ def parse_tool_calls(text: str, allowed_tools: set[str] | None, *, accept_string
     if unmatched > 0:
         out.errors.append(f"{unmatched} unbalanced tool_call tag(s)")
     return out
+
+
+def parse_turn_calls(
+    assistant_texts: list[str], allowed_tools: set[str] | None, *, accept_string_arguments: bool = False
+) -> ParsedCalls:
+    """The calls of a rollout, parsed turn by turn as the agent loop parses them (each turn ``<think>``-stripped on
+    its own, blocks never spanning two turns), merged in order. What the loop executed is what HierR scores: a
+    ``<tool_call>`` opened in one turn and closed in the next is two broken blocks, never one call."""
+    merged = ParsedCalls(denominator=0)
+    for text in assistant_texts:
+        turn = parse_tool_calls(strip_think(text), allowed_tools, accept_string_arguments=accept_string_arguments)
+        merged.blocks += turn.blocks
+        merged.errors += turn.errors
+        merged.open_tags += turn.open_tags
+        merged.close_tags += turn.close_tags
+        merged.denominator += turn.tag_denominator
+    return merged
 
 
 def _parse_block(body: str, allowed: set[str] | None, accept_string_arguments: bool) -> tuple[list[ToolCall], str]:
@@ -213,6 +233,8 @@ class Trajectory:
     tool_responses: list[str]
     # True when the text ends on tool responses (no assistant text after the last one).
     ends_with_observation: bool = False
+    # runs of tool responses separated by assistant text (one run per environment turn in a real rollout)
+    tool_response_runs: int = 0
 
 
 def split_decoded_response(solution_str: str) -> Trajectory:
@@ -244,7 +266,8 @@ def split_decoded_response(solution_str: str) -> Trajectory:
     if tail.strip() or not assistant:
         assistant.append(tail)
     assistant = [_SPECIAL_TOKENS_RE.sub("", a).strip() for a in assistant]
-    return Trajectory(assistant_texts=assistant, tool_responses=responses, ends_with_observation=ends_with_observation)
+    return Trajectory(assistant_texts=assistant, tool_responses=responses, ends_with_observation=ends_with_observation,
+                      tool_response_runs=len(runs))
 
 
 #: the forms of gold the authors' data holds (``ground_truth.gold_format``; slca_verl.rewards.execution says what

@@ -59,10 +59,24 @@ def fence_tag(texts: list[str], key: str = "") -> str:
             return f"data-{code}"
 
 
+#: the opening bracket of anything shaped like a fence tag (``<data-…``, ``</ data-…``, any case or nonce)
+_FENCE_LOOKALIKE = re.compile(r"<(?=\s*/?\s*data-)", re.IGNORECASE)
+
+
+def neutralise_fence_tags(text: str) -> str:
+    """``text`` with every fence-tag look-alike defused (``</data-0000…>`` → ``&lt;/data-0000…>``).
+
+    The per-request nonce already keeps untrusted text from closing its real fence, but a model that does not
+    compare nonces can still read ``</data-…>`` inside data as the end of the data and what follows as
+    instructions; with the bracket escaped nothing inside a fence looks like a tag at all."""
+    return _FENCE_LOOKALIKE.sub("&lt;", text)
+
+
 def fenced(tag: str, text: str, label: str = "") -> str:
-    """``text`` between ``<tag label="…">`` and ``</tag>`` lines (see :func:`fence_tag`)."""
+    """``text`` (fence look-alikes defused: :func:`neutralise_fence_tags`) between ``<tag label="…">`` and
+    ``</tag>`` lines (see :func:`fence_tag`)."""
     attr = f' label="{label}"' if label else ""
-    return f"<{tag}{attr}>\n{text}\n</{tag}>"
+    return f"<{tag}{attr}>\n{neutralise_fence_tags(text)}\n</{tag}>"
 
 
 def _dumps(value: Any) -> str:
