@@ -151,3 +151,62 @@ def test_the_offline_proxy_rates_grounding_deterministically():
     assert asyncio.run(judge.rate("q", responses, "I have no idea.")) == Verdict(1)
     assert asyncio.run(judge.rate("q", [""], "anything")) == Verdict(1)
     assert judge.name == "offline_proxy" and judge.metrics()["calls"] == 4
+
+
+# ------------------------------------------------------------------------------------------------ injected noise
+
+
+class _Fixed:
+    name = "fixed"
+
+    def __init__(self, verdict):
+        self.verdict = verdict
+
+    async def rate(self, question, tool_responses, reply):
+        return self.verdict
+
+    def metrics(self):
+        return {"calls": 1}
+
+
+def test_the_noisy_judge_adds_seeded_gaussian_noise_in_r_sum_units_and_keeps_the_clean_rating():
+    import random
+
+    from slca_verl.rewards import NoisyJudge
+
+    judge = NoisyJudge(_Fixed(Verdict(3)), sigma=0.5, seed=7)
+    got = [asyncio.run(judge.rate("q", ["t"], "r")) for _ in range(50)]
+    rng = random.Random(7)
+    for v in got:
+        eps = rng.gauss(0.0, 0.5)
+        assert v.noise == eps and v.clean_rating == 3 and v.r_sum_clean == 0.5
+        assert v.rating == min(5, max(1, round(3 + 4 * eps)))
+    assert len({v.rating for v in got}) >= 3  # σ = 0.5 is two rating levels: the ratings spread
+    assert judge.metrics() == {"calls": 1} and judge.name == "fixed+noise"
+
+
+def test_the_noisy_judge_passes_failures_through_and_refuses_a_bad_sigma():
+    from slca_verl.rewards import NoisyJudge
+
+    failed = Verdict(0, True, "timeout")
+    assert asyncio.run(NoisyJudge(_Fixed(failed), sigma=1.0).rate("q", [], "r")) == failed
+    assert asyncio.run(NoisyJudge(_Fixed(Verdict(4)), sigma=0.0).rate("q", [], "r")) == Verdict(4)
+    for bad in (-0.1, float("nan"), "1"):
+        with pytest.raises(ValueError, match="sigma"):
+            NoisyJudge(_Fixed(Verdict(4)), sigma=bad)
+
+
+def test_judge_noise_is_a_reward_kwarg_reported_in_every_row():
+    from slca_verl.rewards import compute_score
+
+    text = (CALL + '\nuser\n<tool_response>\n{"temp": 21, "sky": "sunny"}\n</tool_response>\nassistant\n'
+            "It is 21 and sunny in Paris.")
+    clean = asyncio.run(compute_score("t", text, GT, {"num_turns": 4}, judge="offline_proxy"))
+    noisy = [asyncio.run(compute_score("t", text, GT, {"num_turns": 4}, judge="offline_proxy", judge_noise_sigma=1.0,
+                                       judge_noise_seed=3)) for _ in range(20)]
+    assert clean["judge_noise"] == 0.0 and clean["r_sum_clean"] == clean["r_sum"]
+    assert all(n["r_sum_clean"] == clean["r_sum"] for n in noisy)  # the clean rating is the proxy's
+    assert len({n["judge_noise"] for n in noisy}) == 20 and len({n["r_sum"] for n in noisy}) >= 3
+    for key, bad in (("judge_noise_sigma", -1.0), ("judge_noise_sigma", "big"), ("judge_noise_seed", 1.5)):
+        with pytest.raises(ValueError, match=f"reward_kwargs.{key}"):
+            asyncio.run(compute_score("t", text, GT, {}, judge="offline_proxy", **{"judge_noise_sigma": 1.0, key: bad}))

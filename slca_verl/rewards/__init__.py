@@ -10,13 +10,14 @@ Importing this package registers nothing and does no I/O.
 from slca_verl.rewards.compute_score import compute_score
 from slca_verl.rewards.execution import ExecutionWeights, loose_equal
 from slca_verl.rewards.hierr import RESULT_KEYS, HierRConfig, score_decoded, score_trajectory, score_trajectory_sync
-from slca_verl.rewards.judge import LLMJudge, OfflineProxyJudge, Verdict, parse_rating
+from slca_verl.rewards.judge import LLMJudge, NoisyJudge, OfflineProxyJudge, Verdict, parse_rating
 
 __all__ = [
     "RESULT_KEYS",
     "ExecutionWeights",
     "HierRConfig",
     "LLMJudge",
+    "NoisyJudge",
     "OfflineProxyJudge",
     "Verdict",
     "compute_score",

@@ -17,6 +17,8 @@ Keyword arguments (all optional):
     judge_base_urls, judge_model, judge_api_key, judge_timeout_s (30), judge_max_retries (3),
     judge_max_concurrency (64), judge_max_tokens (512), judge_deadline_s (None), judge_structured_output (False),
     judge_parse_retries (0): the LLM judge and its shared ``slca_verl.sgls.client.ChatClient``.
+    judge_noise_sigma (0), judge_noise_seed (0): wrap the judge in a :class:`~slca_verl.rewards.judge.NoisyJudge`
+        (ratings perturbed by ε ~ N(0, σ²) in r_sum units; reported as ``judge_noise`` / ``r_sum_clean``).
     w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments, judge_direct_replies,
     judge_after_unneeded_calls, weights={fmt, name, key, value, parallel}, rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
 """
@@ -24,11 +26,12 @@ Keyword arguments (all optional):
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from typing import Any
 
 from slca_verl.rewards.hierr import HierRConfig, empty_result, score_decoded
-from slca_verl.rewards.judge import Judge, LLMJudge, OfflineProxyJudge
+from slca_verl.rewards.judge import Judge, LLMJudge, NoisyJudge, OfflineProxyJudge
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +81,7 @@ def get_judge(kwargs: dict) -> Judge | None:
         )  # fmt: skip
     else:
         raise ValueError(f"HierR judge must be 'llm', 'offline_proxy' or 'none', got {kind!r}")
+    key = key + _noise_setting(kwargs)
     with _JUDGES_LOCK:
         judge = _JUDGES.get(key)
         if judge is None:
@@ -85,7 +89,22 @@ def get_judge(kwargs: dict) -> Judge | None:
     return judge
 
 
+def _noise_setting(kwargs: dict) -> tuple:
+    """``(sigma, seed)`` of ``judge_noise_sigma`` / ``judge_noise_seed``, checked; ``()`` without noise."""
+    sigma, seed = kwargs.get("judge_noise_sigma"), kwargs.get("judge_noise_seed", 0)
+    if sigma is None:
+        return ()
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not math.isfinite(sigma) or sigma < 0:
+        raise ValueError(f"HierR: reward_kwargs.judge_noise_sigma={sigma!r} must be a finite number >= 0")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"HierR: reward_kwargs.judge_noise_seed={seed!r} must be an integer")
+    return (("noise", float(sigma), seed),) if sigma > 0 else ()
+
+
 def _build(key: tuple) -> Judge:
+    if key and isinstance(key[-1], tuple) and key[-1][:1] == ("noise",):
+        _, sigma, seed = key[-1]
+        return NoisyJudge(_build(key[:-1]), sigma, seed)
     if key[0] == "offline_proxy":
         return OfflineProxyJudge(saturation=key[1])
     from slca_verl.sgls.client import ChatClient  # the project's one HTTP client, shared with SGLS

@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import random
 import re
 import secrets
 import threading
@@ -42,10 +44,21 @@ class Verdict:
     rating: int
     failed: bool = False
     reason: str = ""
+    noise: float = 0.0  # ε that a NoisyJudge added (in r_sum units); 0 for every other judge
+    clean_rating: int = 0  # the rating before that noise; 0: no noise was applied (the rating is clean)
 
     @property
     def r_sum(self) -> float:
-        return (self.rating - 1) / 4.0 if 1 <= self.rating <= 5 else 0.0
+        return _r_sum(self.rating)
+
+    @property
+    def r_sum_clean(self) -> float:
+        """The preference reward the judge gave before any injected noise."""
+        return _r_sum(self.clean_rating) if self.clean_rating else self.r_sum
+
+
+def _r_sum(rating: int) -> float:
+    return (rating - 1) / 4.0 if 1 <= rating <= 5 else 0.0
 
 
 @runtime_checkable
@@ -365,3 +378,39 @@ class OfflineProxyJudge:
 
     def metrics(self) -> dict:
         return self._counters.snapshot()
+
+
+class NoisyJudge:
+    """Any judge plus noise of a known size, the experiment that separates the methods (judge noise leaking into
+    tool tokens). Each rating is perturbed by an independent draw ε ~ N(0, σ²) in r_sum units::
+
+        rating' = clip(round(rating + 4ε), 1, 5)          (so r_sum' ≈ clip(r_sum + ε, 0, 1), in quarters)
+
+    The draw and the clean rating travel in the :class:`Verdict` (``noise``, ``clean_rating``), so HierR reports
+    ``judge_noise`` and ``r_sum_clean`` and the trainer can correlate advantages with the noise. Failures pass
+    through unchanged. Draws come from one seeded generator in call order.
+
+    Enable it from verl: ``+reward.custom_reward_function.reward_kwargs.judge_noise_sigma=1.0`` (and
+    ``judge_noise_seed``), with any ``judge``.
+    """
+
+    def __init__(self, inner: Judge, sigma: float, seed: int = 0):
+        if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma >= 0):
+            raise ValueError(f"NoisyJudge: sigma must be a finite number >= 0, got {sigma!r}")
+        self.inner = inner
+        self.sigma = float(sigma)
+        self.name = f"{inner.name}+noise"
+        self._rng = random.Random(int(seed))
+        self._lock = threading.Lock()
+
+    async def rate(self, question: str, tool_responses: list[str], reply: str) -> Verdict:
+        verdict = await self.inner.rate(question, tool_responses, reply)
+        if verdict.failed or not 1 <= verdict.rating <= 5 or self.sigma == 0:
+            return verdict
+        with self._lock:
+            eps = self._rng.gauss(0.0, self.sigma)
+        noisy = int(min(5, max(1, round(verdict.rating + 4 * eps))))
+        return Verdict(noisy, False, verdict.reason, noise=eps, clean_rating=verdict.rating)
+
+    def metrics(self) -> dict:
+        return self.inner.metrics()
