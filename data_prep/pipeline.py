@@ -111,7 +111,7 @@ def convert_records(
     fails its checks all become one counted rejection. Columns: ``row`` (the parquet row dict), ``record_index``,
     ``question_norm``.
     """
-    rows, record_ids, questions = [], [], []
+    rows, record_ids, questions, pinned = [], [], [], []
     for i, record in enumerate(tqdm(records, desc=f"{report.source}", unit="rec", disable=not progress,
                                     mininterval=1.0)):
         report.count_record()
@@ -123,11 +123,12 @@ def convert_records(
                     rows.append(row)
                     record_ids.append(out.record_index)
                     questions.append(normalize_question(out.question))
+                    pinned.append(out.split)
                     continue
                 out = row
             report.reject(out.reason, out.detail, out.record_index)
     return pd.DataFrame({"row": rows, "record_index": np.asarray(record_ids, dtype=np.int64),
-                         "question_norm": questions})
+                         "question_norm": questions, "pinned_split": pd.Series(pinned, dtype=object)})
 
 
 def _reject_mask(frame: pd.DataFrame, mask: pd.Series, reason: str, report: Report, detail: str) -> pd.DataFrame:
@@ -164,15 +165,21 @@ def decontaminate(frame: pd.DataFrame, decontaminator: Decontaminator | None, re
 
 
 def assign_splits(frame: pd.DataFrame, opts: Options) -> pd.Series:
-    """Seeded split by source record: ``ceil(val_ratio * records)`` records (all their turns) go to val."""
+    """Seeded split by source record: ``ceil(val_ratio * records)`` records (all their turns) go to val. Rows whose
+    source pinned a split (``Candidate.split``: "train" or "val", a held-out set built by construction) keep it."""
     split = pd.Series(opts.split_name, index=frame.index, dtype=object)
-    if opts.val_ratio <= 0 or frame.empty:
+    pins = frame["pinned_split"] if "pinned_split" in frame else pd.Series(None, index=frame.index, dtype=object)
+    pinned = pins.notna()
+    split[pinned & (pins == "val")] = opts.val_split_name
+    free = frame.loc[~pinned]
+    if opts.val_ratio <= 0 or free.empty:
         return split
+    frame = free
     records = np.unique(frame["record_index"].to_numpy())
     n_val = min(len(records), math.ceil(opts.val_ratio * len(records)))
     rng = np.random.default_rng(opts.seed)
     val_records = rng.permutation(records)[:n_val]
-    split[frame["record_index"].isin(val_records)] = opts.val_split_name
+    split.loc[frame.index[frame["record_index"].isin(val_records).to_numpy()]] = opts.val_split_name
     return split
 
 

@@ -61,6 +61,7 @@ class Candidate:
     subset: str | None = None  # default: "tool_call" when there is gold, else "irrelevant"
     extra_ground_truth: dict[str, Any] = field(default_factory=dict)
     prompt: list[dict] | None = None  # a finished prompt kept verbatim (Toucan pass-through)
+    split: str | None = None  # a split the source pins (held out by construction); None: the seeded random split
 
 
 @dataclass
