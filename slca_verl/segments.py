@@ -121,7 +121,7 @@ def segment_masks_from_response_mask(response_mask: torch.Tensor) -> tuple[torch
     Returns:
         tool_mask, summary_mask: `(torch.Tensor)` bool, shape (bs, L); disjoint, and their union is the mask.
     """
-    mask_f = response_mask.to(torch.float32)
+    mask_f = response_mask.to(torch.float32, copy=True)  # split in place below: never the caller's float32 mask
     summary = torch.empty_like(mask_f)
     pos1 = _float_pos1(mask_f.shape[1], mask_f.device)
     fill_masks_from_last_start(mask_f, fill_last_run_start(mask_f, summary, pos1), pos1, summary)
@@ -141,7 +141,7 @@ def segment_masks_from_ids(segment_ids: torch.Tensor, response_mask: torch.Tenso
             f"slca_grpo: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
             f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
         )
-    ids_f = segment_ids.to(torch.float32)
+    ids_f = segment_ids.to(torch.float32, copy=True)  # becomes the tool mask in place: never the caller's ids
     summary = torch.empty_like(ids_f)
     fill_masks_from_ids(ids_f, response_mask.to(torch.float32), summary)
     return ids_f.bool(), summary.bool()
