@@ -96,6 +96,27 @@ def fill_masks_from_ids(ids_f: torch.Tensor, mask_f: torch.Tensor, summary_out: 
     ids_f.sub_(summary_out, alpha=2.0)  # tool = v - 2 * summary
 
 
+def check_whole_ids(segment_ids: torch.Tensor, estimator: str = "slca_grpo") -> None:
+    """Raise when float ids (shape (bs, L)) hold a value that is not a whole number (0.5, NaN, inf).
+
+    Integer ids pass untouched. A fractional id is no segment: cast to int8 (the fused kernel's copy) 0.5 would
+    silently become 0, an observation.
+
+    Raises:
+        ValueError: naming the first such value and where it sits.
+    """
+    if not segment_ids.is_floating_point():
+        return
+    ids = segment_ids.double()
+    bad = ~torch.isfinite(ids) | (ids != torch.round(ids))
+    if bool(bad.any()):
+        row, token = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(
+            f"{estimator}: explicit segment id {float(ids[row, token])!r} at row {row}, token {token} is not a whole "
+            f"number; ids must be {OBSERVATION} (observation), {TOOL} (tool) or {SUMMARY} (summary)"
+        )
+
+
 def _float_pos1(L: int, device) -> torch.Tensor:
     return torch.arange(1, L + 1, dtype=torch.float32, device=device)
 
