@@ -2,7 +2,8 @@
 
 A row's prompt is the dialogue up to and including user turn *k*; its gold is every assistant tool-call step
 between that user turn and the next one (one step per assistant message; the calls inside a message are
-parallel). A user turn answered without any call becomes an ``irrelevant`` row (gold ``[]``) unless
+parallel). A turn whose calls all left gold (``Turn.gold_calls``, e.g. refused upstream) is rejected as
+``gold_calls_all_failed``, never made an irrelevance row. A user turn answered without any call becomes an ``irrelevant`` row (gold ``[]``) unless
 ``drop_no_call_turns`` is set, in which case it is counted as rejected under ``no_call_turn``.
 
 Earlier calls stay in the history as assistant text with hermes ``<tool_call>`` blocks; tool results become
@@ -47,6 +48,13 @@ class Turn:
     content: str
     calls: list[dict] = field(default_factory=list)
     call_error: str | None = None  # set when the message holds a call that could not be parsed
+    #: the calls that count as gold when they differ from ``calls`` (None: all of them). A source sets it to drop
+    #: calls the environment refused (Toucan's ``Tool x does not exists.``) from gold while the prompt history
+    #: keeps them, as the dialogue had them.
+    gold_calls: list[dict] | None = None
+
+    def gold(self) -> list[dict]:
+        return self.calls if self.gold_calls is None else self.gold_calls
 
 
 def assistant_turn(content: str, split_calls: CallSplitter) -> Turn:
@@ -118,7 +126,11 @@ def split_dialogue(turns: list[Turn], tools: list[dict], data_source: str, recor
         if broken:
             out.append(Rejection("gold_call_unparseable", f"user turn {k}: {broken}", record_index))
             continue
-        gold = [t.calls for t in answer if t.role == "assistant" and t.calls]
+        gold = [t.gold() for t in answer if t.role == "assistant" and t.gold()]
+        if not gold and any(t.calls for t in answer):
+            out.append(Rejection("gold_calls_all_failed", f"user turn {k}: every call it made failed upstream",
+                                 record_index))  # not an irrelevance row: a call was wanted
+            continue
         if not gold and drop_no_call_turns:
             out.append(Rejection("no_call_turn", f"user turn {k} is answered without a call", record_index))
             continue

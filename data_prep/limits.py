@@ -9,7 +9,9 @@
   store; :func:`has_lone_surrogate` finds one so the row is rejected as ``invalid_unicode``.
 - **Numbers.** Python's ``json`` reads ``NaN`` / ``Infinity`` and ``ast`` reads ``1e999`` as a float; written into
   gold calls or tool schemas they would make rows that strict JSON readers refuse, so they are rejected as
-  ``non_finite_number`` (:func:`non_finite_path` finds one).
+  ``non_finite_number`` (:func:`non_finite_path` finds one). An integer longer than Python's int-string limit
+  (``sys.get_int_max_str_digits()``, 4300 digits) cannot be read (``json`` raises ``ValueError``, ``ast`` a
+  ``SyntaxError``) nor written: ``integer_too_long`` (:func:`is_integer_too_long`, :func:`integer_too_long`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import sys
 from typing import Any, Iterable
 
 __all__ = [
@@ -29,6 +32,8 @@ __all__ = [
     "loads",
     "raw_decode",
     "literal_eval",
+    "is_integer_too_long",
+    "integer_too_long",
 ]
 
 #: Containers (lists, dicts, tuples) one record may nest. 100 leaves room for tool schemas ~45 object levels
@@ -50,6 +55,18 @@ class RecordError(Exception):
 
 
 _CONTAINERS = (dict, list, tuple)
+
+
+def is_integer_too_long(exc: BaseException) -> bool:
+    """Whether ``exc`` is Python refusing an integer past its int-string limit (reading or writing one)."""
+    return isinstance(exc, (ValueError, SyntaxError)) and "Exceeds the limit" in str(exc) and "digits" in str(exc)
+
+
+def integer_too_long(what: str) -> RecordError:
+    """The ``integer_too_long`` rejection for ``what`` (e.g. "xlam answers", "gold_tool_calls")."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    return RecordError("integer_too_long", f"{what} holds an integer of more than {limit} digits, past Python's "
+                                           "int-string limit (sys.get_int_max_str_digits)")
 
 
 def nesting_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
@@ -119,6 +136,10 @@ def loads(text: str, what: str = "JSON text") -> Any:
         value = json.loads(text)
     except RecursionError:
         raise RecordError("too_deep", f"{what} nests deeper than the JSON parser allows") from None
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError) and is_integer_too_long(exc):
+            raise integer_too_long(what) from None
+        raise
     return check_nesting(value, what) if _may_nest_too_deep(text) else value
 
 
@@ -128,6 +149,10 @@ def raw_decode(decoder: json.JSONDecoder, text: str, index: int, what: str = "JS
         value, end = decoder.raw_decode(text, index)
     except RecursionError:
         raise RecordError("too_deep", f"{what} nests deeper than the JSON parser allows") from None
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError) and is_integer_too_long(exc):
+            raise integer_too_long(what) from None
+        raise
     return (check_nesting(value, what) if _may_nest_too_deep(text[index:end]) else value), end
 
 
@@ -137,8 +162,10 @@ def literal_eval(text: str, what: str = "python literal") -> Any:
         value = ast.literal_eval(text)
     except (RecursionError, MemoryError):
         raise RecordError("too_deep", f"{what} nests deeper than the python parser allows") from None
-    except SyntaxError as exc:
-        if "too many nested" in str(exc.msg):
+    except (SyntaxError, ValueError) as exc:
+        if "too many nested" in str(getattr(exc, "msg", "")):
             raise RecordError("too_deep", f"{what} nests deeper than the python parser allows") from None
+        if is_integer_too_long(exc):
+            raise integer_too_long(what) from None
         raise
     return check_nesting(value, what) if _may_nest_too_deep(text, "[{(") else value

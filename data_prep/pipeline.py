@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from data_prep.calls import CallParseError
 from data_prep.decontam import Decontaminator, dedup_key, normalize_question
-from data_prep.limits import MAX_DEPTH, RecordError, nesting_exceeds
+from data_prep.limits import MAX_DEPTH, RecordError, is_integer_too_long, nesting_exceeds
 from data_prep.readers import Unreadable
 from data_prep.report import Report
 from data_prep.rows import Candidate, Rejection, build_row, check_candidate, row_problem
@@ -70,6 +70,8 @@ def _rejection_for(exc: BaseException, index: int) -> Rejection:
         return Rejection("too_deep", f"recursion limit reached while converting: {exc}", index)
     if isinstance(exc, RecordError):
         return Rejection(exc.reason, exc.detail, index)
+    if is_integer_too_long(exc):  # e.g. json.dumps of a gold call holding such an int, while building the row
+        return Rejection("integer_too_long", f"{exc}", index)
     if isinstance(exc, _MALFORMED):
         reason = getattr(exc, "reason", None) or ("gold_call_unparseable" if isinstance(exc, CallParseError)
                                                   else "malformed_record")

@@ -166,7 +166,8 @@ def explicit_segment_ids(
     (:func:`slca_verl.segments.current_explicit_segment_ids`), else None (segments from response_mask runs).
 
     Raises:
-        ValueError: ids whose shape differs from response_mask's.
+        ValueError: ids whose shape differs from response_mask's, or float ids that are not whole numbers (the
+            fused kernel's int8 copy would otherwise truncate 0.5 to 0, an observation, without a word).
     """
     if segment_ids is None:
         segment_ids = segments.current_explicit_segment_ids()
@@ -175,6 +176,8 @@ def explicit_segment_ids(
             f"{estimator}: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
             f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
         )
+    if segment_ids is not None:
+        segments.check_whole_ids(segment_ids, estimator)
     return segment_ids
 
 
@@ -202,6 +205,17 @@ def check_batch(estimator: str, token_level_rewards: torch.Tensor, response_mask
         )
 
 
+def advantage_dtype(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.dtype:
+    """The dtype of the advantages, as verl's ``grpo_vectorized`` returns them (and ``grpo`` for float32/float64
+    rewards): ``promote_types(promote_types(rewards, float32), mask)``.
+
+    So integer, bool, float16 and bfloat16 rewards give float32 (verl's group statistics are float32, and integer
+    advantages would truncate to 0); float64 rewards, or a float64 mask, give float64. verl's loop ``grpo`` raises on
+    integer rewards (``mean()`` of a Long tensor), so integer input follows ``grpo_vectorized``.
+    """
+    return torch.promote_types(torch.promote_types(token_level_rewards.dtype, torch.float32), response_mask.dtype)
+
+
 def group_index(index: np.ndarray, device) -> tuple[torch.Tensor, int]:
     """Group ids in [0, G) for verl's uid array, and G."""
     gidx = as_torch_index(index, device=device)
@@ -219,6 +233,41 @@ def check_finite_rows(estimator: str, per_row: torch.Tensor) -> None:
             f"{estimator}: non-finite reward (NaN or inf) in token_level_rewards of rows {rows}; check the reward "
             f"function's output"
         )
+
+
+def finite_segment_rewards(
+    estimator: str,
+    token_level_rewards: torch.Tensor,
+    r_tool: torch.Tensor,
+    r_sum: torch.Tensor,
+    response_mask: torch.Tensor,
+    segment_ids: Optional[torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(r_tool, r_sum)`` unchanged when every float32 segment sum is finite (the usual case, no extra pass).
+
+    Otherwise the input decides: a NaN or inf in ``token_level_rewards`` raises (naming the rows); finite rewards
+    whose float32 sums overflowed (two tokens of 3e38 sum past float32's 3.4e38) are summed again in float64 over
+    the same segments, and those float64 sums go on to the group statistics.
+
+    Args:
+        token_level_rewards: `(torch.Tensor)` shape (bs, L), as the estimator received it.
+        r_tool, r_sum: `(torch.Tensor)` shape (bs,) float32 segment sums.
+        response_mask, segment_ids: `(torch.Tensor)` shape (bs, L); ids None for response-mask runs.
+
+    Returns:
+        r_tool, r_sum: `(torch.Tensor)` shape (bs,), float32 or (after an overflow) float64.
+    """
+    if bool(torch.isfinite(r_tool).all() & torch.isfinite(r_sum).all()):
+        return r_tool, r_sum
+    if token_level_rewards.is_floating_point():
+        check_finite_rows(estimator, token_level_rewards)
+    if segment_ids is None:
+        tool, summary = segments.segment_masks_from_response_mask(response_mask)
+    else:
+        tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
+    rewards = token_level_rewards.double()
+    logger.debug("%s: float32 segment sums overflowed; summed in float64", estimator)
+    return (rewards * tool).sum(dim=-1), (rewards * summary).sum(dim=-1)
 
 
 def group_zscore(
@@ -282,7 +331,10 @@ def _fused_advantages(module, token_level_rewards, response_mask, index, segment
     so that with one segment per response the result stays bit-identical to it (unless a reward sits on a token
     outside both segments, which this estimator ignores and verl's grpo does not)."""
     rewards = token_level_rewards.float().contiguous()
-    mask = response_mask.contiguous()
+    mask = response_mask
+    if mask.dtype in (torch.float16, torch.bfloat16):  # the kernel reads bool, integer and float32/64 masks only
+        mask = mask.to(torch.float32)
+    mask = mask.contiguous()
     mode = 0 if segment_ids is None else 1
     ids = torch.empty(0, dtype=torch.int8) if segment_ids is None else segment_ids.to(torch.int8).contiguous()
     if mode and segment_ids.dtype != torch.int8 and bool(((segment_ids < 0) | (segment_ids > 127)).any()):
@@ -295,14 +347,14 @@ def _fused_advantages(module, token_level_rewards, response_mask, index, segment
         segments.fill_masks_from_ids(ids[rows].to(torch.float32), mask[rows].to(torch.float32),
                                      torch.empty(len(rows), ids.shape[1]))
         raise ValueError(f"slca_grpo: explicit segment ids are invalid in rows {rows[:5].tolist()}")  # (not reached)
-    total = rewards.sum(dim=-1)  # (bs,): NaN/inf anywhere in a row shows here
-    check_finite_rows("slca_grpo", total)
+    total = rewards.sum(dim=-1)  # (bs,): NaN/inf anywhere in a row shows here (or a float32 overflow)
+    if not bool(torch.isfinite(total).all()) and token_level_rewards.is_floating_point():
+        check_finite_rows("slca_grpo", token_level_rewards)  # also on tokens outside both segments, as the torch path
     r_sum = torch.where(has_tool | off.bool(), r_sum, total)
+    r_tool, r_sum = finite_segment_rewards("slca_grpo", token_level_rewards, r_tool, r_sum, response_mask, segment_ids)
     a_tool, a_sum = _segment_advantages(r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg)
     advantages = module.pass2(mask, ids, start1, a_tool.float().contiguous(), a_sum.float().contiguous(), mode)
-    if token_level_rewards.is_floating_point():
-        advantages = advantages.to(token_level_rewards.dtype)
-    return advantages
+    return advantages.to(advantage_dtype(token_level_rewards, response_mask))
 
 
 _WARNED: set[str] = set()
@@ -376,8 +428,12 @@ def compute_slca_grpo_advantage(
     With one segment per response (every response a summary) and lambda_sum = 1 this is exactly verl's ``grpo``
     for groups of two or more; unlike ``grpo`` a group of one gets 0, not its raw score.
 
+    Finite rewards whose float32 segment sums overflow (3e38 on two tokens) are summed in float64 instead
+    (:func:`finite_segment_rewards`); only a NaN or inf in the rewards themselves is an error.
+
     Returns:
-        advantages: `(torch.Tensor)` shape (bs, response_length)
+        advantages: `(torch.Tensor)` shape (bs, response_length), dtype :func:`advantage_dtype` (verl's
+            ``grpo_vectorized`` rule: float32 for integer / bool / float16 / bfloat16 rewards)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = slca_settings(config)
@@ -392,7 +448,7 @@ def compute_slca_grpo_advantage(
         )
 
     if token_level_rewards.numel() == 0:  # no responses, or zero-length responses: nothing to credit
-        advantages = torch.zeros_like(token_level_rewards)
+        advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
         return advantages, advantages
 
     module = fused.load() if cfg["kernel"] == "auto" and fused.applies(token_level_rewards, response_mask) else None
@@ -442,8 +498,11 @@ def compute_slca_grpo_advantage(
                 n_tool[a:b], n_sum[a:b] = tool.sum(dim=-1), summary.sum(dim=-1)
             torch.sub(tool, summary, out=advantages[a:b])
 
-        check_finite_rows("slca_grpo", torch.stack([r_tool, r_sum], dim=-1))  # a NaN/inf in a row reaches both
+        # a NaN/inf in a row reaches both sums; so does a float32 overflow of finite rewards (then float64 sums)
+        r_tool, r_sum = finite_segment_rewards("slca_grpo", token_level_rewards, r_tool, r_sum, response_mask,
+                                               segment_ids)
         a_tool, a_sum = _segment_advantages(r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg)
+        a_tool, a_sum = a_tool.float(), a_sum.float()
 
         # pass 2, per block, in place: adv = v * (h_diff + h_sum * v) with h_diff = (A_tool - A_sum) / 2 and
         # h_sum = (A_tool + A_sum) / 2, i.e. A_tool at v = 1, A_sum at v = -1, 0 at v = 0. A segment whose advantage
@@ -454,7 +513,6 @@ def compute_slca_grpo_advantage(
             v = advantages[a:b]
             # (mul + add_ rather than addcmul: out-of-place addcmul with broadcast operands is ~5x slower on CPU)
             v.mul_(torch.mul(v, h_sum[a:b], out=sum_buf[: b - a]).add_(h_diff[a:b]))
-        if token_level_rewards.is_floating_point():  # integer rewards get float32 advantages, never truncated ones
-            advantages = advantages.to(token_level_rewards.dtype)
+        advantages = advantages.to(advantage_dtype(token_level_rewards, response_mask))  # never truncated to int
     return advantages, advantages
 

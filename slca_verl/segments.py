@@ -96,6 +96,27 @@ def fill_masks_from_ids(ids_f: torch.Tensor, mask_f: torch.Tensor, summary_out: 
     ids_f.sub_(summary_out, alpha=2.0)  # tool = v - 2 * summary
 
 
+def check_whole_ids(segment_ids: torch.Tensor, estimator: str = "slca_grpo") -> None:
+    """Raise when float ids (shape (bs, L)) hold a value that is not a whole number (0.5, NaN, inf).
+
+    Integer ids pass untouched. A fractional id is no segment: cast to int8 (the fused kernel's copy) 0.5 would
+    silently become 0, an observation.
+
+    Raises:
+        ValueError: naming the first such value and where it sits.
+    """
+    if not segment_ids.is_floating_point():
+        return
+    ids = segment_ids.double()
+    bad = ~torch.isfinite(ids) | (ids != torch.round(ids))
+    if bool(bad.any()):
+        row, token = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(
+            f"{estimator}: explicit segment id {float(ids[row, token])!r} at row {row}, token {token} is not a whole "
+            f"number; ids must be {OBSERVATION} (observation), {TOOL} (tool) or {SUMMARY} (summary)"
+        )
+
+
 def _float_pos1(L: int, device) -> torch.Tensor:
     return torch.arange(1, L + 1, dtype=torch.float32, device=device)
 
@@ -121,7 +142,7 @@ def segment_masks_from_response_mask(response_mask: torch.Tensor) -> tuple[torch
     Returns:
         tool_mask, summary_mask: `(torch.Tensor)` bool, shape (bs, L); disjoint, and their union is the mask.
     """
-    mask_f = response_mask.to(torch.float32)
+    mask_f = response_mask.to(torch.float32, copy=True)  # split in place below: never the caller's float32 mask
     summary = torch.empty_like(mask_f)
     pos1 = _float_pos1(mask_f.shape[1], mask_f.device)
     fill_masks_from_last_start(mask_f, fill_last_run_start(mask_f, summary, pos1), pos1, summary)
@@ -141,7 +162,7 @@ def segment_masks_from_ids(segment_ids: torch.Tensor, response_mask: torch.Tenso
             f"slca_grpo: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
             f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
         )
-    ids_f = segment_ids.to(torch.float32)
+    ids_f = segment_ids.to(torch.float32, copy=True)  # becomes the tool mask in place: never the caller's ids
     summary = torch.empty_like(ids_f)
     fill_masks_from_ids(ids_f, response_mask.to(torch.float32), summary)
     return ids_f.bool(), summary.bool()

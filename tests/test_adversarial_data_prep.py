@@ -391,12 +391,63 @@ def test_a_jsonl_line_that_is_not_utf8_is_one_rejection_naming_the_byte(tmp_path
 def test_an_integer_too_long_to_read_is_one_rejection_in_json_lines_and_in_an_array(tmp_path):
     huge = "1" * 5000  # past Python's 4300-digit limit on int(str), which json.loads raises ValueError for
     report, df = convert_lines(xlam, [xlam_record("a?"), '{"query": ' + huge + "}", xlam_record()], tmp_path / "jsonl")
-    assert dict(report.rejected) == {"malformed_record": 1} and report.rows_written == 2
-    assert "line 2: Exceeds the limit (4300 digits)" in detail(report, "malformed_record")
+    assert dict(report.rejected) == {"integer_too_long": 1} and report.rows_written == 2
+    assert "line 2: Exceeds the limit (4300 digits)" in detail(report, "integer_too_long")
     (tmp_path / "in.json").write_text(f"[{json.dumps(xlam_record('a?'))}, {huge}, {json.dumps(xlam_record())}]")
     report, df = convert(xlam, tmp_path / "in.json", tmp_path / "out")
-    assert dict(report.rejected) == {"malformed_record": 1} and report.rows_written == 2
-    assert "item 1 (line 1): Exceeds the limit (4300 digits)" in detail(report, "malformed_record")
+    assert dict(report.rejected) == {"integer_too_long": 1} and report.rows_written == 2
+    assert "item 1 (line 1): Exceeds the limit (4300 digits)" in detail(report, "integer_too_long")
+
+
+HUGE = "1" * 5000  # one digit string past Python's 4300-digit int limit
+TOO_LONG = "holds an integer of more than 4300 digits, past Python's int-string limit"
+
+
+@pytest.mark.parametrize("where, record", [
+    # in the gold call itself, inside the JSON text of xLAM answers (was: malformed_record, Python's raw message)
+    ("call text", xlam_record("answers?", answers='[{"name": "get_weather", "arguments": {"city": %s}}]' % HUGE)),
+    # arguments given as JSON text inside the call
+    ("get_weather arguments", xlam_record("arguments?", answers=json.dumps(
+        [{"name": "get_weather", "arguments": '{"city": %s}' % HUGE}]))),
+])
+def test_an_integer_too_long_in_a_gold_call_is_rejected_naming_the_limit(where, record, tmp_path):
+    report, df = convert_lines(xlam, [record, xlam_record()], tmp_path)
+    assert dict(report.rejected) == {"integer_too_long": 1} and questions(df) == ["Weather in Paris?"]
+    assert detail(report, "integer_too_long") == f"{where} {TOO_LONG} (sys.get_int_max_str_digits)"
+
+
+def test_an_integer_too_long_in_hermes_and_toucan_sft_python_literal_calls_is_integer_too_long(tmp_path):
+    from data_prep import toucan_raw
+
+    call = '{"name": "get_weather", "arguments": {"city": %s}}' % HUGE
+    report, _ = convert_lines(hermes_fc, [hermes_record("json?", call=call),
+                                          hermes_record("literal?", call=call.replace('"', "'"))], tmp_path)
+    assert dict(report.rejected) == {"integer_too_long": 2}
+    assert detail(report, "integer_too_long") == f"tool_call body {TOO_LONG} (sys.get_int_max_str_digits)"
+    tools = json.dumps([{"type": "function", "function": WEATHER}])
+    sft = {"tools": tools, "messages": json.dumps([{"role": "user", "content": "Weather?"},
+                                                   {"role": "tool_call", "content": call.replace('"', "'")}])}
+    (tmp_path / "sft").mkdir()
+    pd.DataFrame([sft]).to_parquet(tmp_path / "sft" / "sft.parquet")
+    report = toucan_raw.main(["--input", str(tmp_path / "sft"), "--output_dir", str(tmp_path / "o"), "--quiet"])
+    assert dict(report.rejected) == {"integer_too_long": 1}
+    assert report.examples["integer_too_long"][0]["detail"].startswith("tool_call content holds an integer")
+
+
+def test_a_python_int_too_long_to_write_is_integer_too_long_not_a_crash():
+    from data_prep.pipeline import convert_one, row_or_rejection
+
+    record = xlam_record("int?")
+    record["answers"] = [{"name": "get_weather", "arguments": {"city": 10 ** 5000}}]  # an int, not JSON text
+    (candidate,) = convert_one(record, 0, xlam.convert_record)
+    rejection = row_or_rejection(candidate, "hermes")
+    assert (rejection.reason, rejection.detail) == ("integer_too_long", f"get_weather arguments {TOO_LONG} "
+                                                                         "(sys.get_int_max_str_digits)")
+    schemaless = dict(candidate.__dict__)  # no schema to check it against: the row's own serialisation refuses it
+    schemaless["tools"] = [{"type": "function", "function": {"name": "get_weather", "description": "",
+                                                             "parameters": {"type": "object", "properties": {}}}}]
+    rejection = row_or_rejection(type(candidate)(**schemaless), "hermes")
+    assert rejection.reason == "integer_too_long" and "Exceeds the limit (4300 digits)" in rejection.detail
 
 
 @pytest.mark.parametrize("text", ["42", "null", "true", '"abc"'])

@@ -82,7 +82,7 @@ def batches(draw):
     groups = draw(st.integers(1, 4))
     sizes = [draw(st.integers(1, 5)) for _ in range(groups)]
     L = draw(st.integers(1, 12))
-    scale = draw(st.sampled_from([1e-3, 1.0, 1e6, 1e30]))
+    scale = draw(st.sampled_from([1e-3, 1.0, 1e6, 1e30, 3e38]))  # 3e38: float32 segment sums overflow
     rows, masks, index = [], [], []
     for g, n in enumerate(sizes):
         for _ in range(n):
@@ -98,8 +98,117 @@ def batches(draw):
 @given(batches())
 def test_random_batches_give_finite_advantages_that_agree_with_the_reference(batch):
     rewards, mask, index = batch
-    adv, _ = run("slca_grpo", rewards, mask, index)
-    assert bool(torch.isfinite(adv).all())
-    assert bool(adv[mask == 0].eq(0).all())  # observations and padding never get credit
     ref = reference_slca(rewards.double(), mask, index)
-    torch.testing.assert_close(adv.double(), ref, rtol=1e-4, atol=1e-4)
+    for config in (None, TORCH):  # the fused kernel (when it builds) and the torch path
+        adv, _ = run("slca_grpo", rewards, mask, index, config)
+        assert bool(torch.isfinite(adv).all())
+        assert bool(adv[mask == 0].eq(0).all())  # observations and padding never get credit
+        torch.testing.assert_close(adv.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 18, section 4: fuzz edges. Each runs through the fused kernel (default) and the torch path.
+
+TORCH = {"slca": {"kernel": "torch"}}
+PATHS = pytest.mark.parametrize("config", [None, TORCH], ids=["auto", "torch"])
+
+
+@PATHS
+def test_finite_rewards_whose_float32_sums_overflow_are_summed_in_float64(config):
+    # each row: 3e38 on two tokens (finite in float32, max 3.4e38), so the row sums are ±6e38, past float32.
+    # group a: 6e38, -6e38 -> mean 0, unbiased std 6e38 * sqrt(2): A = ±1/sqrt(2); group b: 6e38, 3e38 likewise.
+    # Before: "non-finite reward (NaN or inf)" for rewards that were all finite.
+    big = 3e38
+    rewards = torch.tensor([[big, big, 0.0], [-big, -big, 0.0], [big, big, 0.0], [big, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]] * 4)
+    adv, _ = run("slca_grpo", rewards, mask, uids(*"aabb"), config)
+    h = 1 / math.sqrt(2)
+    assert adv[:, 0].tolist() == pytest.approx([h, -h, h, -h], rel=1e-6)
+    assert torch.equal(adv[:, 0], adv[:, 1]) and adv[:, 2].eq(0).all() and adv.dtype == torch.float32
+    assert torch.equal(mask, torch.tensor([[1.0, 1.0, 0.0]] * 4))  # the float64 path left the caller's mask alone
+
+
+@PATHS
+def test_overflowing_sums_in_tool_and_summary_segments_with_explicit_ids(config):
+    # tool segment (tokens 0-1) sums to ±6e38, summary (token 3) holds ordinary rewards 1 and 3: A^sum = ±1/sqrt(2)
+    big = 3e38
+    rewards = torch.tensor([[big, big, 0.0, 1.0], [-big, -big, 0.0, 3.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0, 1.0]] * 2)
+    ids = torch.tensor([[1, 1, 0, 2]] * 2, dtype=torch.int8)
+    fn = get_adv_estimator_fn("slca_grpo")
+    adv, _ = fn(token_level_rewards=rewards, response_mask=mask, index=uids("a", "a"), config=config, segment_ids=ids)
+    h = 1 / math.sqrt(2)
+    assert adv[:, 0].tolist() == pytest.approx([h, -h], rel=1e-6) and adv[:, 3].tolist() == pytest.approx([-h, h])
+
+
+@PATHS
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_nan_or_inf_in_the_rewards_is_still_named_non_finite(config, bad):
+    rewards = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, bad]])
+    with pytest.raises(ValueError, match=r"slca_grpo: non-finite reward \(NaN or inf\) in token_level_rewards of "
+                                         r"rows \[2\]"):
+        run("slca_grpo", rewards, torch.tensor([[1.0, 0.0]] * 3), uids(*"aab"), config)
+
+
+@PATHS
+@pytest.mark.parametrize("bad, shown", [(0.5, "0.5"), (1.25, "1.25"), (float("nan"), "nan"), (float("inf"), "inf")])
+def test_fractional_segment_ids_are_rejected_naming_the_value(config, bad, shown):
+    # before: the fused kernel's int8 copy truncated 0.5 to 0 (an observation) and trained on without a word
+    ids = torch.tensor([[1.0, 2.0], [2.0, 2.0], [1.0, bad]])
+    fn = get_adv_estimator_fn("slca_grpo")
+    with pytest.raises(ValueError) as err:
+        fn(token_level_rewards=torch.ones(3, 2), response_mask=torch.ones(3, 2), index=uids(*"aab"), config=config,
+           segment_ids=ids)
+    assert str(err.value) == (f"slca_grpo: explicit segment id {shown} at row 2, token 1 is not a whole number; "
+                              "ids must be 0 (observation), 1 (tool) or 2 (summary)")
+
+
+@PATHS
+def test_whole_float_segment_ids_give_the_int8_ids_result(config):
+    rewards = torch.tensor([[0.5, 1.0], [0.0, 2.0], [1.0, 0.0]])
+    ids8 = torch.tensor([[1, 2], [1, 2], [0, 2]], dtype=torch.int8)
+    fn = get_adv_estimator_fn("slca_grpo")
+    kw = dict(token_level_rewards=rewards, response_mask=torch.ones(3, 2), index=uids(*"aaa"), config=config)
+    assert torch.equal(fn(**kw, segment_ids=ids8.float())[0], fn(**kw, segment_ids=ids8)[0])
+
+
+REWARD_DTYPES = [torch.int64, torch.int32, torch.bool, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+MASK_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.bool, torch.int64, torch.float64]
+
+
+@PATHS
+@pytest.mark.parametrize("reward_dtype", REWARD_DTYPES, ids=str)
+@pytest.mark.parametrize("mask_dtype", MASK_DTYPES, ids=str)
+def test_the_advantage_dtype_is_verls_grpo_vectorized_dtype(config, reward_dtype, mask_dtype):
+    # one summary per response: slca_grpo is verl's grpo, so dtype and values must be verl's
+    rewards = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    rewards, mask = rewards.to(reward_dtype), torch.tensor([[1, 1, 0]] * 5).to(mask_dtype)
+    index = uids(*"aabbb")
+    ours, _ = run("slca_grpo", rewards, mask, index, config)
+    verl, _ = run("grpo_vectorized", rewards, mask, index)
+    assert ours.dtype == verl.dtype
+    torch.testing.assert_close(ours, verl, rtol=1e-5, atol=1e-6)
+    if rewards.is_floating_point() and rewards.dtype in (torch.float32, torch.float64) and mask_dtype == torch.float32:
+        loop, _ = run("grpo", rewards, mask, index)  # verl's loop grpo (it raises on integer rewards)
+        assert ours.dtype == loop.dtype == rewards.dtype
+
+
+def test_integer_rewards_give_float32_advantages_equal_to_verls():
+    # hand values: group a scores 3, 1 -> ±1/sqrt(2); verl's grpo_vectorized agrees, and neither truncates to 0
+    rewards = torch.tensor([[0, 3], [0, 1]], dtype=torch.int64)
+    adv, _ = run("slca_grpo", rewards, torch.ones(2, 2), uids("a", "a"))
+    h = 1 / math.sqrt(2)
+    assert adv.dtype == torch.float32 and adv[:, 0].tolist() == pytest.approx([h, -h], rel=1e-5)
+    assert torch.equal(adv, run("grpo_vectorized", rewards, torch.ones(2, 2), uids("a", "a"))[0])
+
+
+def test_segment_masks_never_write_into_the_callers_float32_tensors():
+    from slca_verl import segments
+
+    mask = torch.tensor([[1.0, 0.0, 1.0]])
+    ids = torch.tensor([[1.0, 0.0, 2.0]])
+    tool, summary = segments.segment_masks_from_response_mask(mask)
+    assert tool.tolist() == [[True, False, False]] and summary.tolist() == [[False, False, True]]
+    tool, summary = segments.segment_masks_from_ids(ids, mask)
+    assert tool.tolist() == [[True, False, False]] and summary.tolist() == [[False, False, True]]
+    assert mask.tolist() == [[1.0, 0.0, 1.0]] and ids.tolist() == [[1.0, 0.0, 2.0]]

@@ -302,3 +302,116 @@ def test_missing_input_says_where_the_data_is_expected(tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no .parquet file under"):
         toucan_raw.main(["--input", str(empty), "--output_dir", str(tmp_path / "out"), "--quiet"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 18, section 2: raw Toucan-1.5M as it really is.
+
+def refused(name):
+    """Qwen-Agent's answer to a call whose name is not one of its tools."""
+    return result(name, f"Tool {name} does not exists.")
+
+
+def test_a_call_refused_upstream_is_never_renamed_into_the_right_one(tmp_path):
+    records = [
+        # the model first calls the short name (refused), then the prefixed tool: gold is the one call that ran
+        record("refused-then-right", "single-turn-original", [
+            SYSTEM, user("Forecast for Oslo?"), call("get_weather", city="Oslo"), refused("get_weather"),
+            call(W, city="Oslo"), result(W, '{"temp": 3}'), say("3 C."), user("And Bergen?"),
+            call(W, city="Bergen"), result(W, '{"temp": 6}'), say("6 C.")]),
+        # a parallel step with one refused call: the step keeps the call that ran
+        record("parallel-one-refused", "single-turn-original", [
+            SYSTEM, user("Weather in Rome and Nice?"), call("get_weather", city="Rome"), call(W, city="Nice"),
+            refused("get_weather"), result(W, '{"temp": 20}'), say("Nice 20 C.")]),
+        # every call of the turn refused: no gold to imitate, and not an irrelevance row either
+        record("all-refused", "single-turn-original", [
+            SYSTEM, user("Weather in Kyiv?"), call("get_weather", city="Kyiv"), refused("get_weather"),
+            say("I cannot look that up.")]),
+        # the short name ran upstream (a result that is not the refusal): renamed and counted
+        record("short-name-ran", "single-turn-original", [
+            SYSTEM, user("Weather in Lima?"), call("get_weather", city="Lima"), result("get_weather", '{"temp": 18}'),
+            say("18 C.")]),
+    ]
+    report, df, on_disk = convert(tmp_path, write_parquet(tmp_path / "t.parquet", records))
+    rows = by_question(df)
+    assert gold(rows["Forecast for Oslo?"]) == [[{"name": W, "arguments": {"city": "Oslo"}}]]  # was [[X], [X]]
+    assert gold(rows["Weather in Rome and Nice?"]) == [[{"name": W, "arguments": {"city": "Nice"}}]]
+    assert gold(rows["Weather in Lima?"]) == [[{"name": W, "arguments": {"city": "Lima"}}]]
+    assert dict(report.rejected) == {"gold_calls_all_failed": 1}
+    assert on_disk["notes"]["calls_matched_by_server_prefix"] == 1
+    assert on_disk["notes"]["gold_calls_dropped"] == {"failed_upstream_no_such_tool": 3}
+    # the later turn's prompt keeps the refused call as the dialogue had it (short name, refusal as its result)
+    history = [dict(m) for m in rows["And Bergen?"]["prompt"]]
+    assert '"name": "get_weather"' in history[2]["content"] and history[3]["content"] == \
+        "Tool get_weather does not exists."
+    assert gold(rows["And Bergen?"]) == [[{"name": W, "arguments": {"city": "Bergen"}}]]
+
+
+def sft_call(name, **arguments):
+    """The SFT config's call message: upstream's ms-swift converter writes ``str(function_call)``."""
+    return {"role": "tool_call",
+            "content": str({"name": name, "arguments": json.dumps(arguments), "call_id": f"call_{name}"})}
+
+
+def sft_record(uuid, messages, tools=TOOLS, subset=None):
+    out = {"uuid": uuid, "tools": json.dumps(tools), "messages": json.dumps(messages)}
+    if subset is not None:
+        out["subset_name"] = subset
+    return out
+
+
+def test_the_sft_config_is_read_tools_column_parallel_tool_calls_and_python_literal_calls(tmp_path):
+    records = [
+        sft_record("sft-parallel", [
+            user("Weather in Paris and Rome?"), say("I will look both up."),
+            sft_call("get_weather", city="Paris"), sft_call("get_weather", city="Rome"),
+            {"role": "tool_response", "content": '{"temp": 21}'}, {"role": "tool_response", "content": '{"temp": 25}'},
+            say("Paris 21 C, Rome 25 C."), user("Rome in Fahrenheit?"), sft_call("convert_temp", celsius=25),
+            {"role": "tool_response", "content": "77"}, say("77 F.")]),
+        # arguments already a dict inside the literal; JSON content is read as well
+        sft_record("sft-dict-args", [user("Weather in Oslo?"), {"role": "tool_call", "content": str(
+            {"name": "weather-get_weather", "arguments": {"city": "Oslo"}})}, {"role": "tool_response", "content": "3"},
+            say("3 C.")]),
+        sft_record("sft-not-a-call", [user("Weather in Nice?"), {"role": "tool_call", "content": "get_weather(Nice"}]),
+        sft_record("sft-deep", [user("Weather in Bonn?"), {"role": "tool_call", "content": "[" * 120 + "]" * 120}]),
+        sft_record("sft-no-eval", [user("Weather in Riga?"),
+                                   {"role": "tool_call", "content": "__import__('os').system('true')"}]),
+    ]
+    report, df, _ = convert(tmp_path, write_parquet(tmp_path / "sft.parquet", records))
+    assert dict(report.rejected) == {"gold_call_unparseable": 2, "too_deep": 1}  # never no_tools
+    rows = by_question(df)
+    paris = "Weather in Paris and Rome?"
+    assert gold(rows[paris]) == [[{"name": W, "arguments": {"city": "Paris"}},
+                                  {"name": W, "arguments": {"city": "Rome"}}]]  # ONE parallel step
+    assert gold(rows["Rome in Fahrenheit?"]) == [[{"name": "weather-convert_temp", "arguments": {"celsius": 25}}]]
+    assert gold(rows["Weather in Oslo?"]) == [[{"name": W, "arguments": {"city": "Oslo"}}]]
+    prompt = [dict(m) for m in rows["Rome in Fahrenheit?"]["prompt"]]
+    assert [m["role"] for m in prompt] == ["system", "user", "assistant", "assistant", "tool", "tool", "assistant",
+                                           "user"]
+    calls = [json.loads(b.split("\n</tool_call>")[0]) for b in prompt[3]["content"].split("<tool_call>\n")[1:]]
+    assert calls == [{"name": W, "arguments": {"city": "Paris"}}, {"name": W, "arguments": {"city": "Rome"}}]
+    assert not any("{'name'" in m["content"] or "call_id" in m["content"] for _, r in df.iterrows()
+                   for m in r["prompt"])  # no python-literal call text reaches a prompt
+
+
+def irrelevant_record(uuid, question, question_quality, response_assessment=""):
+    rec = record(uuid, "irrelevant", [SYSTEM, user(question), think(), say("I have no tool for that.")],
+                 question_quality=question_quality)
+    rec["response_quality_assessment"] = response_assessment  # empty upstream for this subset
+    return rec
+
+
+def test_response_quality_filters_gate_irrelevance_records_on_their_question_rating(tmp_path):
+    records = GOOD[:1] + LOW[1:] + [irrelevant_record("irr-good", "Write a haiku.", 5),
+                                    irrelevant_record("irr-low", "haiku?", 3, "{}")]
+    path = write_parquet(tmp_path / "t.parquet", records)
+    report, df, on_disk = convert(tmp_path, path, "--min_response_quality", "4")  # the docs' own example
+    # before: both irrelevance records were dropped as quality_assessment_missing
+    assert dict(report.rejected) == {"low_response_quality": 1, "low_question_quality": 1}
+    assert report.examples["low_question_quality"][0]["detail"] == "question_quality 3 < 4 (irrelevance record)"
+    assert gold(by_question(df)["Write a haiku."]) == [] and on_disk["written_by_subset"]["irrelevant"] == 1
+    assert on_disk["notes"]["irrelevance_gated_on_question_quality"] == 2
+    report, _, on_disk = convert(tmp_path, path, "--min_response_quality", "4", "--irrelevance_quality", "reject")
+    assert dict(report.rejected) == {"low_response_quality": 1, "irrelevance_response_unrated": 2}
+    report, _, _ = convert(tmp_path, path)  # no filter: nothing to gate
+    assert dict(report.rejected) == {} and report.rows_written == 4

@@ -100,6 +100,35 @@ def test_integer_rewards_give_float_advantages_on_both_paths():
     torch.testing.assert_close(fast, slow)
 
 
+@pytest.mark.parametrize("mask_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_half_precision_mask_gives_the_float32_masks_advantages(mask_dtype, explicit):
+    # before: RuntimeError "slca_pass1" not implemented for 'Half' (the kernel dispatches bool, ints, float32/64)
+    rewards, mask, index = make_batch(10, 24, 18, max_turns=3, group_size=4, reward_at_ends=False)
+    ids = segments.segment_ids_from_response_mask(mask) if explicit else None
+    fast32, slow32 = both(rewards, mask.to(torch.float32), index, ids)
+    fast, slow = both(rewards, mask.to(mask_dtype), index, ids)
+    assert fast.dtype == slow.dtype == torch.float32  # verl's grpo_vectorized dtype for these inputs
+    assert torch.equal(fast, fast32) and torch.equal(slow, slow32) and torch.count_nonzero(fast) > 0
+
+
+def test_the_kernel_never_truncates_a_fractional_id_into_a_valid_one():
+    rewards, mask, index = make_batch(11, 8, 12, max_turns=2, group_size=4)
+    ids = segments.segment_ids_from_response_mask(mask).to(torch.float32)
+    row, token = 3, int(mask[3].nonzero()[0])
+    ids[row, token] = 1.5  # int8(1.5) == 1, a tool token
+    with pytest.raises(ValueError, match=rf"segment id 1.5 at row {row}, token {token} is not a whole number"):
+        both(rewards, mask, index, ids)
+
+
+def test_float32_overflow_of_finite_rewards_gives_the_torch_paths_advantages():
+    rewards, mask, index = make_batch(12, 16, 10, max_turns=3, group_size=4, reward_at_ends=False)
+    rewards = rewards.sign() * 3e38 * (mask != 0)  # every trained token ±3e38: the row sums overflow float32
+    fast, slow = both(rewards, mask, index)
+    assert bool(torch.isfinite(fast).all()) and torch.count_nonzero(fast) > 0
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
+
+
 @st.composite
 def batches(draw):
     groups = draw(st.integers(1, 4))
