@@ -12,8 +12,11 @@
 #
 # It is recipes/run_qwen7b_slca.sh with another model, smaller sizes, DEVICE=cpu (verl's CPU platform and the hf_cpu
 # rollout of slca_verl/cpu) and offline SGLS / judge: the 7B recipe's own overrides run in verl's trainer.
-# The tiny model is built on first use and cached in TINY_DIR (keyed by SEED): a random Qwen3 (hidden 64, 2 layers)
-# with the real Qwen3 tokenizer, warmed up on gold episodes of the bundled sample (slca_verl/cpu/tiny_model.py).
+# The tiny model is built on first use and cached in TINY_DIR (keyed by SEED, TASK and the builder's code): a random
+# Qwen3 (hidden 64, 2 layers) with Qwen3's tokenizer retrained to the task's small vocabulary, warmed up on gold
+# episodes of the training rows (slca_verl/cpu/tiny_model.py). TASK=cpu_task (default): the generated task of
+# data_prep/cpu_task.py, validation held out by argument combination; TASK=xlam: the bundled xLAM-style sample with
+# the full Qwen3 vocabulary (what the pipeline was first proven on).
 # Output in OUTPUT_DIR: metrics.jsonl (verl's file logger), plots/, and the FSDP checkpoint of the last step.
 set -xeuo pipefail
 
@@ -22,21 +25,33 @@ REPO_ROOT=$(dirname "${RECIPES_DIR}")
 
 export ADV_ESTIMATOR=${ADV_ESTIMATOR:-slca_grpo}
 SEED=${SEED:-0}
+TASK=${TASK:-cpu_task}                           # cpu_task | xlam
 CACHE_DIR=${CACHE_DIR:-${HOME}/.cache/slca_verl}
-WARMUP_STEPS=${WARMUP_STEPS:-100}
-WARMUP_LR=${WARMUP_LR:-1e-2}
-SAMPLE=${SAMPLE:-${REPO_ROOT}/examples/data/quickstart_xlam.json}
-# the cache key: seed, warm-up budget, and the builder and sample contents (a changed builder rebuilds)
+JUDGE_NOISE=${JUDGE_NOISE:-0}                    # σ of the judge's noise (NoisyJudge, in r_sum units)
+case "${TASK}" in
+  cpu_task) WARMUP_STEPS=${WARMUP_STEPS:-60}; WARMUP_LR=${WARMUP_LR:-1e-2}; VOCAB_SIZE=${VOCAB_SIZE:-1024}
+            SAMPLE=${REPO_ROOT}/data_prep/cpu_task.py; DATA_NAME=cpu_task ;;
+  xlam)     WARMUP_STEPS=${WARMUP_STEPS:-100}; WARMUP_LR=${WARMUP_LR:-1e-2}; VOCAB_SIZE=${VOCAB_SIZE:-0}
+            SAMPLE=${SAMPLE:-${REPO_ROOT}/examples/data/quickstart_xlam.json}; DATA_NAME=xlam ;;
+  *) echo "unknown TASK=${TASK} (cpu_task | xlam)" >&2; exit 2 ;;
+esac
+# the cache key: seed, task, warm-up budget, vocabulary, and the builder's and the data's code (a change rebuilds)
 BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" | sha1sum | cut -c1-10)
-TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}_${BUILD_KEY}}
+TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}_v${VOCAB_SIZE}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
 
 build_tiny() {  # data + model, once per TINY_DIR
   local tmp="${TINY_DIR}.partial"
   rm -rf "${tmp}" && mkdir -p "${tmp}"
-  python3 -m data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
-  python3 -m slca_verl.cpu.tiny_model init --out "${tmp}/init" --seed "${SEED}"
-  python3 -m slca_verl.cpu.tiny_model gold --rl "${tmp}/data/xlam_train.parquet" --out "${tmp}/sft" --seed "${SEED}"
+  if [[ "${TASK}" == cpu_task ]]; then
+    python3 -m data_prep.cpu_task --output_dir "${tmp}/data" --seed "${SEED}" --no_progress
+  else
+    python3 -m data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
+  fi
+  python3 -m slca_verl.cpu.tiny_model gold --rl "${tmp}/data/${DATA_NAME}_train.parquet" --out "${tmp}/sft" --seed "${SEED}"
+  local vocab=()
+  [[ "${VOCAB_SIZE}" != 0 ]] && vocab=(--vocab_from "${tmp}/sft/sft_train.parquet" --vocab_size "${VOCAB_SIZE}")
+  python3 -m slca_verl.cpu.tiny_model init --out "${tmp}/init" --seed "${SEED}" "${vocab[@]}"
   python3 -m slca_verl.cpu.tiny_model warmup --model "${tmp}/init" --sft "${tmp}/sft/sft_train.parquet" \
     --out "${tmp}/model" --steps "${WARMUP_STEPS}" --lr "${WARMUP_LR}" --seed "${SEED}"
   rm -rf "${TINY_DIR}" && mv "${tmp}" "${TINY_DIR}"
@@ -48,8 +63,8 @@ esac
 # ---------------------------------------------------------------- what differs from the 7B recipe
 export DEVICE=cpu
 export MODEL_PATH=${MODEL_PATH:-${TINY_DIR}/model}
-export TRAIN_FILES=${TRAIN_FILES:-${TINY_DIR}/data/xlam_train.parquet}
-export VAL_FILES=${VAL_FILES:-${TINY_DIR}/data/xlam_val.parquet}
+export TRAIN_FILES=${TRAIN_FILES:-${TINY_DIR}/data/${DATA_NAME}_train.parquet}
+export VAL_FILES=${VAL_FILES:-${TINY_DIR}/data/${DATA_NAME}_val.parquet}
 export EXPERIMENT_NAME=${EXPERIMENT_NAME:-cpu_tiny_${ADV_ESTIMATOR}_seed${SEED}}
 export OUTPUT_DIR=${OUTPUT_DIR:-${RUN_ROOT}/${EXPERIMENT_NAME}}
 export NNODES=1 N_GPUS_PER_NODE=${N_GPUS_PER_NODE:-1}   # FSDP ranks (gloo); logical GPUs for Ray's scheduling
@@ -74,7 +89,10 @@ else
   export SGLS_BACKEND=offline SGLS_URLS= JUDGE=offline_proxy
 fi
 
-bash "${RECIPES_DIR}/run_qwen7b_slca.sh" "$@"
+NOISE_ARGS=()
+[[ "${JUDGE_NOISE}" != 0 ]] && NOISE_ARGS=(+reward.custom_reward_function.reward_kwargs.judge_noise_sigma="${JUDGE_NOISE}"
+                                          +reward.custom_reward_function.reward_kwargs.judge_noise_seed="${SEED}")
+bash "${RECIPES_DIR}/run_qwen7b_slca.sh" "${NOISE_ARGS[@]}" "$@"
 case "${DRY_RUN:-0}" in
   0|false) python3 -m slca_verl.eval.plots --metrics "${OUTPUT_DIR}/metrics.jsonl" --labels "${ADV_ESTIMATOR}" \
              --out_dir "${OUTPUT_DIR}/plots" ;;

@@ -1,8 +1,16 @@
 """The tiny model of the CPU run: a randomly initialised Qwen3 with the real Qwen3 tokenizer, and the gold
-trajectories it is warmed up on (with verl's own SFT trainer, by ``recipes/run_cpu_tiny_slca.sh``).
+trajectories it is warmed up on (by ``recipes/run_cpu_tiny_slca.sh``).
 
+    python -m slca_verl.cpu.tiny_model gold --rl data/cpu_task_train.parquet --out DIR   # sft_train.parquet
     python -m slca_verl.cpu.tiny_model init --out DIR [--seed 0]                 # random tiny Qwen3, ~40 MB
-    python -m slca_verl.cpu.tiny_model gold --rl data/xlam_train.parquet --out DIR   # sft_train.parquet
+    python -m slca_verl.cpu.tiny_model init --out DIR --vocab_from DIR/sft_train.parquet --vocab_size 1024
+                                                                # the same, with Qwen3's tokenizer retrained small
+
+Qwen3's 151,936-token vocabulary makes the logits (prompt and response, every forward) nearly all of a CPU step's
+cost. ``--vocab_from`` retrains the Qwen3 tokenizer on the rendered gold episodes (transformers'
+``train_new_from_iterator``: the same byte-level BPE, pre-tokeniser, special and added tokens — ``<|im_start|>``,
+``<tool_call>`` … — and chat template, with a vocabulary of the task's own text), so the model's embedding shrinks
+with it and everything else (verl's chat rendering, the hermes parser, the agent loop) is unchanged.
 
 A random model never writes a ``<tool_call>``, so every HierR reward is the no-call penalty and every advantage 0.
 The gold trajectories teach it the shape of an episode: the prompt, the first gold step as hermes ``<tool_call>``
@@ -32,8 +40,6 @@ logger = logging.getLogger(__name__)
 TINY_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=16, max_position_embeddings=8192)  # fmt: skip
 QWEN3_VOCAB = 151936
-EOS_IDS = (151645, 151643)  # <|im_end|>, <|endoftext|>
-PAD_ID = 151643
 
 
 def qwen3_tokenizer_dir() -> str:
@@ -44,20 +50,50 @@ def qwen3_tokenizer_dir() -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files")
 
 
-def init_model(out_dir: str, seed: int = 0) -> str:
-    """Save a randomly initialised tiny Qwen3 (float32) with the real Qwen3 tokenizer in ``out_dir``."""
+def small_tokenizer(texts: Sequence[str], vocab_size: int):
+    """Qwen3's tokenizer retrained on ``texts`` to at most ``vocab_size`` tokens (special and added tokens, chat
+    template and pre-tokeniser kept; see the module docstring)."""
+    from transformers import AutoTokenizer
+
+    base = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
+    return base.train_new_from_iterator(list(texts), vocab_size=int(vocab_size))
+
+
+def episode_texts(sft_parquet: str) -> list[str]:
+    """The gold episodes of an ``sft_train.parquet`` rendered by Qwen3's chat template (a tokenizer's corpus)."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
+    return [tok.apply_chat_template([dict(m) for m in _plain(msgs)], tokenize=False)
+            for msgs in pd.read_parquet(sft_parquet)["messages"]]
+
+
+def special_ids(tok) -> tuple[list[int], int]:
+    """(eos ids ``[<|im_end|>, <|endoftext|>]``, pad id ``<|endoftext|>``) of a Qwen-style tokenizer."""
+    im_end, eot = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    return [im_end, eot], eot
+
+
+def init_model(out_dir: str, seed: int = 0, tokenizer=None) -> str:
+    """Save a randomly initialised tiny Qwen3 (float32) in ``out_dir`` with ``tokenizer`` (default: the real Qwen3
+    tokenizer); the vocabulary is the tokenizer's, rounded up to a multiple of 64."""
     import torch
     from transformers import AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
+    tok = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
+    eos, pad = special_ids(tok)
+    vocab = QWEN3_VOCAB if tokenizer is None else -(-len(tok) // 64) * 64
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=QWEN3_VOCAB, tie_word_embeddings=True, bos_token_id=PAD_ID,
-                         eos_token_id=EOS_IDS[0], pad_token_id=PAD_ID, torch_dtype="float32", **TINY_SHAPE)  # fmt: skip
+    config = Qwen3Config(vocab_size=vocab, tie_word_embeddings=True, bos_token_id=pad, eos_token_id=eos[0],
+                         pad_token_id=pad, torch_dtype="float32", **TINY_SHAPE)  # fmt: skip
     model = Qwen3ForCausalLM(config)
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
-    GenerationConfig(eos_token_id=list(EOS_IDS), pad_token_id=PAD_ID, bos_token_id=PAD_ID).save_pretrained(out_dir)
-    AutoTokenizer.from_pretrained(qwen3_tokenizer_dir()).save_pretrained(out_dir)
-    logger.info("tiny Qwen3 (seed %d, %d parameters) -> %s", seed, sum(p.numel() for p in model.parameters()), out_dir)
+    GenerationConfig(eos_token_id=eos, pad_token_id=pad, bos_token_id=pad).save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    logger.info("tiny Qwen3 (seed %d, vocabulary %d, %d parameters) -> %s", seed, vocab,
+                sum(p.numel() for p in model.parameters()), out_dir)
     return out_dir
 
 
@@ -164,7 +200,7 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
     dialogues = [[dict(m) for m in _plain(msgs)] for msgs in pd.read_parquet(sft_parquet)["messages"]]
     encoded = [assistant_labels(tok, d) for d in dialogues]
     L = max(len(ids) for ids, _ in encoded)
-    ids = torch.full((len(encoded), L), PAD_ID, dtype=torch.long)
+    ids = torch.full((len(encoded), L), special_ids(tok)[1], dtype=torch.long)
     attn = torch.zeros((len(encoded), L), dtype=torch.long)
     target = torch.zeros((len(encoded), L), dtype=torch.bool)
     for i, (x, m) in enumerate(encoded):
@@ -201,9 +237,11 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("init", help="save a random tiny Qwen3 with the real Qwen3 tokenizer")
+    a = sub.add_parser("init", help="save a random tiny Qwen3 with the real Qwen3 tokenizer (or a small retrained one)")
     a.add_argument("--out", required=True)
     a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--vocab_from", default=None, help="sft_train.parquet whose episodes the tokenizer is retrained on")
+    a.add_argument("--vocab_size", type=int, default=1024, help="vocabulary of the retrained tokenizer")
     g = sub.add_parser("gold", help="write sft_train.parquet of full gold episodes from RL parquet files")
     g.add_argument("--rl", required=True, nargs="+")
     g.add_argument("--out", required=True)
@@ -218,7 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.cmd == "init":
-        init_model(args.out, args.seed)
+        tok = small_tokenizer(episode_texts(args.vocab_from), args.vocab_size) if args.vocab_from else None
+        init_model(args.out, args.seed, tokenizer=tok)
         return 0
     if args.cmd == "warmup":
         warm_up(args.model, args.sft, args.out, steps=args.steps, lr=args.lr, seed=args.seed)
