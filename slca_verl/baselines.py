@@ -28,6 +28,7 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from slca_verl import segments
 from slca_verl.core_algos import (
+    advantage_dtype,
     check_batch,
     check_finite_rows,
     estimator_settings,
@@ -116,13 +117,15 @@ def compute_toolpo_advantage(
     and for groups of two or more, this is exactly verl's ``grpo`` on R^succ.
 
     Returns:
-        advantages: `(torch.Tensor)` shape (bs, response_length)
+        advantages: `(torch.Tensor)` shape (bs, response_length), dtype
+            :func:`slca_verl.core_algos.advantage_dtype` (verl's ``grpo_vectorized`` rule, as ``slca_grpo``: float32
+            for integer / bool / float16 / bfloat16 rewards, float64 for float64 rewards or mask)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = estimator_settings(config, "toolpo", "toolpo", {"lambda_action": 1.0, "epsilon": 1e-6})
     check_batch("toolpo", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
-        advantages = torch.zeros_like(token_level_rewards)
+        advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
         return advantages, advantages
     tool, _summary = _masks("toolpo", response_mask, segment_ids)  # (bs, L) bool each
 
@@ -141,7 +144,7 @@ def compute_toolpo_advantage(
         a_glob = group_zscore(r_succ, everyone, gidx, num_groups, eps, norm)  # (bs,)
         a_action = cfg["lambda_action"] * group_zscore(r_action, present, gidx, num_groups, eps, norm)  # (bs,)
         advantages = trained.float() * a_glob.unsqueeze(-1) + tool.float() * a_action.unsqueeze(-1)  # (bs, L)
-        advantages = advantages.to(token_level_rewards.dtype)
+        advantages = advantages.to(advantage_dtype(token_level_rewards, response_mask))
     return advantages, advantages
 
 
@@ -191,13 +194,15 @@ def compute_rltr_advantage(
     frozen summariser writes it.
 
     Returns:
-        advantages: `(torch.Tensor)` shape (bs, response_length)
+        advantages: `(torch.Tensor)` shape (bs, response_length), dtype
+            :func:`slca_verl.core_algos.advantage_dtype` (verl's ``grpo_vectorized`` rule, as ``slca_grpo``: float32
+            for integer / bool / float16 / bfloat16 rewards, float64 for float64 rewards or mask)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = estimator_settings(config, "rltr", "rltr", {"epsilon": 1e-6})
     check_batch("rltr", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
-        advantages = torch.zeros_like(token_level_rewards)
+        advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
         return advantages, advantages
     tool, _summary = _masks("rltr", response_mask, segment_ids)
 
@@ -209,5 +214,5 @@ def compute_rltr_advantage(
         gidx, num_groups = group_index(index, rewards.device)
         present = tool.any(dim=-1)  # (bs,)
         a_plan = group_zscore(r_plan, present, gidx, num_groups, cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"])
-        advantages = (tool_f * a_plan.unsqueeze(-1)).to(token_level_rewards.dtype)  # (bs, L)
+        advantages = (tool_f * a_plan.unsqueeze(-1)).to(advantage_dtype(token_level_rewards, response_mask))
     return advantages, advantages

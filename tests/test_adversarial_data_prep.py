@@ -434,6 +434,28 @@ def test_an_integer_too_long_in_hermes_and_toucan_sft_python_literal_calls_is_in
     assert report.examples["integer_too_long"][0]["detail"].startswith("tool_call content holds an integer")
 
 
+def hotel_line(query, max_price):
+    """An xLAM record whose answers are objects (not JSON text), so the JSON reader sees the number itself."""
+    return ('{"query": "%s", "tools": %s, "answers": [{"name": "hotel.search", "arguments": {"city": "Rome", '
+            '"max_price": %s}}]}' % (query, json.dumps(json.dumps([HOTEL])), max_price))
+
+
+@pytest.mark.parametrize("huge_line", [
+    # in a column of numbers: pyarrow read inf (was: non_finite_number, "NaN or infinity is not JSON")
+    hotel_line("huge?", HUGE),
+    # in a column of strings: the whole run ended inside datasets (was: ValueError: Value is too big!)
+    '{"query": %s}' % HUGE,
+], ids=["number_column", "string_column"])
+def test_an_integer_too_long_in_a_hugging_face_snapshot_of_json_lines_is_integer_too_long(huge_line, tmp_path):
+    pytest.importorskip("datasets")
+    good = hotel_line("Hotels in Rome?", 100)
+    snapshot = tmp_path / "snapshot"
+    write_lines(snapshot / "default" / "train-00000-of-00001.jsonl", [good, huge_line])
+    report, df = convert(xlam, snapshot, tmp_path / "out")
+    assert dict(report.rejected) == {"integer_too_long": 1} and report.rows_written == 1
+    assert "line 2: Exceeds the limit (4300 digits)" in detail(report, "integer_too_long")
+
+
 def test_a_python_int_too_long_to_write_is_integer_too_long_not_a_crash():
     from data_prep.pipeline import convert_one, row_or_rejection
 

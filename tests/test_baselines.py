@@ -207,6 +207,50 @@ def test_groups_of_one_equal_rewards_and_empty_batches_give_zeros_never_nan(name
     assert adv.shape == (2, 0)
 
 
+REWARD_DTYPES = [torch.int64, torch.int32, torch.bool, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+MASK_DTYPES = [torch.float32, torch.bool, torch.int64, torch.bfloat16, torch.float64]
+
+
+@pytest.mark.parametrize("name", ["toolpo", "rltr"])
+@pytest.mark.parametrize("reward_dtype", REWARD_DTYPES, ids=str)
+@pytest.mark.parametrize("mask_dtype", MASK_DTYPES, ids=str)
+def test_the_advantage_dtype_is_verls_grpo_vectorized_dtype(name, reward_dtype, mask_dtype):
+    """Same rule as slca_grpo (core_algos.advantage_dtype): never the rewards' own dtype, which would truncate
+    integer advantages to 0 and round half-precision ones."""
+    fn, vec = get_adv_estimator_fn(name), get_adv_estimator_fn("grpo_vectorized")
+    index = np.array(["a", "a", "b", "b", "b"], dtype=object)
+    # without tool segments (one mask run = the summary): toolpo is verl's grpo, in values as well as dtype
+    rewards = torch.tensor([[0, 1, 0], [0, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 0]]).to(reward_dtype)
+    mask = torch.tensor([[1, 1, 0]] * 5).to(mask_dtype)
+    ours, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index)
+    theirs, _ = vec(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert ours.dtype == theirs.dtype
+    if name == "toolpo":
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    # with tool segments, and on an empty batch: the same dtype
+    seg = torch.stack([ids(T, O, S)] * 5)
+    rewards = torch.tensor([[1, 0, 1], [0, 0, 1], [1, 0, 0], [0, 0, 0], [1, 0, 1]]).to(reward_dtype)
+    mask = (seg != O).to(mask_dtype)
+    ours, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, segment_ids=seg)
+    assert ours.dtype == vec(token_level_rewards=rewards, response_mask=mask, index=index)[0].dtype
+    assert bool(torch.isfinite(ours).all()) and torch.count_nonzero(ours) > 0
+    empty, _ = fn(token_level_rewards=torch.zeros(2, 0, dtype=reward_dtype),
+                  response_mask=torch.zeros(2, 0, dtype=mask_dtype), index=np.array(["a", "a"]))  # fmt: skip
+    assert empty.dtype == vec(token_level_rewards=torch.zeros(2, 1, dtype=reward_dtype),
+                              response_mask=torch.zeros(2, 1, dtype=mask_dtype), index=np.array(["a", "a"]))[0].dtype
+
+
+@pytest.mark.parametrize("name", ["toolpo", "rltr"])
+def test_integer_rewards_give_float32_advantages_not_truncated_ones(name):
+    # group a: planner / action rewards 3 and 1 on the first tool token -> ±1/sqrt(2), which int64 would make 0
+    seg = torch.stack([ids(T, O, S)] * 2)
+    rewards = torch.tensor([[3, 0, 0], [1, 0, 0]], dtype=torch.int64)
+    adv, _ = get_adv_estimator_fn(name)(token_level_rewards=rewards, response_mask=(seg != O).long(),
+                                        index=np.array(["a", "a"]), segment_ids=seg)  # fmt: skip
+    h = 1 / math.sqrt(2)
+    assert adv.dtype == torch.float32 and adv[:, 0].tolist() == pytest.approx([h, -h], rel=1e-5)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # through verl
 

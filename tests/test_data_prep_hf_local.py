@@ -113,3 +113,94 @@ def test_missing_input_names_the_expected_location(tmp_path, capsys):
     with pytest.raises(SystemExit):
         xlam.main(["--input", "Salesforce/xlam-function-calling-60k", "--output_dir", str(tmp_path / "out")])
     assert "looks like a Hub dataset id: nothing is downloaded" in capsys.readouterr().err
+
+
+# --- a snapshot of JSON files: read by the project's reader, never retyped by pyarrow (issue 18) -------------------
+
+HUGE = "1" * 5000  # past Python's 4300-digit int limit; pyarrow's JSON reader makes it inf
+FORECAST = {"name": "get_forecast", "description": "Forecast of a city.", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}
+
+
+def xlam_line(query, **arguments):
+    return json.dumps({"query": query, "tools": json.dumps([FORECAST]),
+                       "answers": [{"name": "get_forecast", "arguments": arguments}]}).encode()
+
+
+def snapshot_and_plain(tmp_path, lines, name="train.jsonl"):
+    """The same bytes as a snapshot (``snap/default/<name>``) and as a plain file."""
+    data = b"\n".join(lines) + b"\n"
+    (tmp_path / "snap" / "default").mkdir(parents=True)
+    (tmp_path / "snap" / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n")
+    (tmp_path / "snap" / "default" / name).write_bytes(data)
+    (tmp_path / name).write_bytes(data)
+    assert hf_local.detect(str(tmp_path / "snap")) == "snapshot"
+    return tmp_path / "snap", tmp_path / name
+
+
+def gold_of(df):
+    return {r["reward_model"]["ground_truth"]["question_content"]:
+            json.loads(r["reward_model"]["ground_truth"]["gold_tool_calls"]) for _, r in df.iterrows()}
+
+
+def test_a_json_lines_snapshot_gives_the_plain_files_rows_and_rejections(tmp_path):
+    lines = [
+        xlam_line("Paris?", city="Paris"),
+        b'{"query": ' + HUGE.encode() + b"}",  # was: inf, then "NaN or infinity"; with the string queries a crash
+        xlam_line("Rome?", city="Rome", days=12345678901234567890123),  # past int64: was rounded to a float
+        b'{"query": "broken?", "tools": ',  # was: the whole file failed
+        b'{"query": "b\xc3\x28d?"}',  # not UTF-8
+        json.dumps({"tools": "[]", "answers": "[]"}).encode(),  # no query: missing, as in the plain file
+    ]
+    snap, plain = snapshot_and_plain(tmp_path, lines)
+    from_snapshot = run(xlam, snap, tmp_path / "out_snap")
+    same(from_snapshot, run(xlam, plain, tmp_path / "out_plain"))
+    report, df = from_snapshot
+    assert report.records_in == 6 and report.rows_written == 2
+    assert dict(report.rejected) == {"integer_too_long": 1, "malformed_record": 2, "not_utf8": 1}
+    assert "line 2: Exceeds the limit (4300 digits)" in report.examples["integer_too_long"][0]["detail"]
+    # exact values, and no key another row has (pyarrow unifies objects: "days": None in Paris's call)
+    assert gold_of(df) == {"Paris?": [[{"name": "get_forecast", "arguments": {"city": "Paris"}}]],
+                           "Rome?": [[{"name": "get_forecast",
+                                       "arguments": {"city": "Rome", "days": 12345678901234567890123}}]]}
+
+
+def test_a_json_array_snapshot_with_a_too_long_integer_item(tmp_path):
+    items = [xlam_line("Paris?", city="Paris"), HUGE.encode(), xlam_line("Rome?", city="Rome")]
+    snap, plain = snapshot_and_plain(tmp_path, [b"[" + b", ".join(items) + b"]"], name="train.json")
+    report, df = run(xlam, snap, tmp_path / "out_snap")
+    same((report, df), run(xlam, plain, tmp_path / "out_plain"))
+    assert dict(report.rejected) == {"integer_too_long": 1} and report.rows_written == 2
+    assert hf_local.count_rows(str(snap)) == 3
+
+
+def test_a_streamed_json_lines_snapshot_counts_every_line_and_keeps_only_the_columns(tmp_path):
+    lines = [b'{"a": 1, "b": 2}', b'{"a": ' + HUGE.encode() + b"}", b"\xff", b"[1]", b"", b'{"b": "x"}']
+    snap, _ = snapshot_and_plain(tmp_path, lines)
+    assert hf_local.count_rows(str(snap)) == 5  # blank lines are no records, as in data_prep.readers
+    batches = list(hf_local.iter_hf_batches(str(snap), 2, ["a"]))
+    assert [len(b) for b in batches] == [2, 2, 1]
+    records = [r for b in batches for r in b]
+    assert records[0] == {"a": 1} and records[3] == [1] and records[4] == {}
+    assert [getattr(r, "reason", None) for r in records] == [None, "integer_too_long", "not_utf8", None, None]
+    assert hf_local.read_hf_records(str(snap))[0] == {"a": 1, "b": 2}
+    with pytest.raises(ValueError, match="not read through datasets"):
+        hf_local.load(str(snap))
+
+
+def test_a_raw_toucan_json_lines_snapshot_streams_with_counted_rejections(tmp_path):
+    from data_prep import toucan_raw
+    from test_data_prep_toucan_raw import GOOD, write_parquet
+
+    good = [json.dumps(r).encode() for r in GOOD[:2]]
+    huge = json.dumps({**GOOD[0], "uuid": "huge"}).replace('"huge"', HUGE).encode()
+    snap, _ = snapshot_and_plain(tmp_path, [good[0], huge, b'{"uuid": "\xff"}', good[1]])
+    # was: ValueError: Value is too big! (a column of strings and one integer), or UnicodeDecodeError counting lines
+    report = toucan_raw.main(["--input", str(snap), "--output_dir", str(tmp_path / "o"), "--quiet",
+                              "--batch_size", "2", "--val_ratio", "0"])
+    assert report.records_in == 4 and dict(report.rejected) == {"integer_too_long": 1, "not_utf8": 1}
+    parquet = toucan_raw.main(["--input", str(write_parquet(tmp_path / "good.parquet", GOOD[:2])),
+                               "--output_dir", str(tmp_path / "p"), "--quiet", "--val_ratio", "0"])
+    assert report.rows_written == parquet.rows_written == 2
+    assert (pd.read_parquet(tmp_path / "o" / "toucan_raw_train.parquet").to_json()
+            == pd.read_parquet(tmp_path / "p" / "toucan_raw_train.parquet").to_json())
