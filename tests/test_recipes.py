@@ -450,3 +450,63 @@ def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tm
     assert untracked() == before
     assert not (tmp_path / "cache").exists()  # a dry run does not build the tiny model either
 
+
+def recipe_run(name: str, out_dir: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", os.path.join(RECIPES, name)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": out_dir, "SERVICES_DIR": out_dir, **env})
+
+
+def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_path):
+    """ATTN=sdpa: the alternative to building flash-attn 2.8.3 (README, GPU install)."""
+    key = "+actor_rollout_ref.model.override_config.attn_implementation"
+    default = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path / "fa")))
+    assert key not in default and default["actor_rollout_ref.model.use_remove_padding"] == "true"
+    args = recipe_args("run_qwen7b_slca.sh", str(tmp_path / "sdpa"), ATTN="sdpa")
+    cfg, summary = compose_check.check(compose_check.PPO, args)
+    assert summary["adv_estimator"] == "slca_grpo"
+    model = cfg.actor_rollout_ref.model  # one model block: the actor and the reference both build from it
+    assert model.override_config.attn_implementation == "sdpa" and model.use_remove_padding is False
+    assert cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 2
+    assert cfg.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 2
+    assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 1
+    sdpa = as_dict(args)
+    assert {k for k in set(sdpa) | set(default) if sdpa.get(k) != default.get(k)} == {
+        key, "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+        "trainer.default_local_dir"}  # fmt: skip
+    assert as_dict(recipe_args("run_smoke_1gpu.sh", str(tmp_path / "smoke"), ATTN="sdpa"))[key] == "sdpa"
+    bad = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "bad"), ATTN="flash")
+    assert bad.returncode == 2 and "unknown ATTN=flash" in bad.stderr
+    cpu = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "cpu"), DEVICE="cpu", ATTN="flash_attention_2")
+    assert cpu.returncode == 2 and "DEVICE=cpu needs ATTN=sdpa" in cpu.stderr
+
+
+def test_the_served_api_key_file_reaches_sgls_and_the_judge_as_a_path_never_as_the_key(tmp_path):
+    secret = "sk-slca-recipe-test-key-0123456789"
+    (tmp_path / "api_key").write_text(secret + "\n")
+    (tmp_path / "api_key").chmod(0o600)
+    proc = recipe_run("run_qwen7b_slca.sh", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    args = as_dict(a for a in proc.stdout.split("\0") if a)
+    assert args["+reward.custom_reward_function.reward_kwargs.judge_api_key_file"] == str(tmp_path / "api_key")
+    yaml_text = open(args["actor_rollout_ref.rollout.agent.agent_loop_config_path"]).read()
+    (entry,) = yaml.safe_load(yaml_text)
+    assert entry["sgls"]["api_key_file"] == str(tmp_path / "api_key") and entry["sgls"]["api_key"] is None
+    assert secret not in proc.stdout + proc.stderr + yaml_text
+    compose_check.check(compose_check.PPO, [a for a in proc.stdout.split("\0") if a])
+    none = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path / "n"), API_KEY_FILE="none"))
+    assert "+reward.custom_reward_function.reward_kwargs.judge_api_key_file" not in none
+    offline = as_dict(recipe_args("run_smoke_1gpu.sh", str(tmp_path)))  # no servers: no key sent anywhere
+    assert "+reward.custom_reward_function.reward_kwargs.judge_api_key_file" not in offline
+
+
+def test_the_recipe_warns_when_the_judge_cannot_finish_a_steps_judgments_inside_its_timeout(tmp_path):
+    one = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "one"))  # 128 x 16 on one 2-GPU judge, 540 s timeout
+    assert one.returncode == 0
+    warning = next(line for line in one.stderr.splitlines() if line.startswith("WARNING: judge under-sized"))
+    assert "2048 judgments per step" in warning and "~819 s on 1 judge replica" in warning
+    assert "REPLICAS=2 bash recipes/serve_judge.sh" in warning
+    two = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "two"), JUDGE_URLS="http://a:8016/v1,http://a:8017/v1")
+    assert two.returncode == 0 and "judge under-sized" not in two.stderr
+    smoke = recipe_run("run_smoke_1gpu.sh", str(tmp_path / "smoke"))  # offline proxy judge: nothing to size
+    assert smoke.returncode == 0 and "judge under-sized" not in smoke.stderr
