@@ -25,7 +25,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.10",
+    # verl 0.9.1 publishes no release for Python 3.13+ (pip: "No matching distribution found for verl==0.9.1")
+    python_requires=">=3.10,<3.13",
     packages=find_packages(include=["slca_verl", "slca_verl.*", "data_prep", "data_prep.*"]),
     include_package_data=True,
     package_data={"slca_verl": ["config/*.yaml", "csrc/*.cpp"]},

@@ -29,7 +29,8 @@ AGENT = "slca_tool_agent"
 SGLS_CLASS = "slca_verl.sgls.tool.SGLSTool"
 
 
-def sgls_block(template: str, backend: str, urls: list[str], model: str | None, temperature: float | None) -> dict:
+def sgls_block(template: str, backend: str, urls: list[str], model: str | None, temperature: float | None,
+               api_key_file: str | None = None) -> dict:  # fmt: skip
     with open(template, encoding="utf-8") as f:
         tools = yaml.safe_load(f)["tools"]
     block = next((dict(t["config"]) for t in tools if t.get("class_name") == SGLS_CLASS), None)
@@ -43,18 +44,20 @@ def sgls_block(template: str, backend: str, urls: list[str], model: str | None, 
         block["model"] = model
     if temperature is not None:
         block["temperature"] = temperature
+    if api_key_file:  # the path only: the key itself never enters the run's YAML
+        block["api_key_file"] = os.path.abspath(api_key_file)
     return block
 
 
 def build(source: str, template: str, layout: str, backend: str, urls: list[str], model: str | None,
-          temperature: float | None, extra: dict | None = None) -> list[dict]:  # fmt: skip
+          temperature: float | None, extra: dict | None = None, api_key_file: str | None = None) -> list[dict]:  # fmt: skip
     with open(source, encoding="utf-8") as f:
         entries = yaml.safe_load(f)
     entry = next((e for e in entries if e.get("name") == AGENT), None)
     if entry is None:
         raise ValueError(f"{source}: no agent loop named {AGENT}")
     entry["reward_layout"] = layout
-    entry["sgls"] = sgls_block(template, backend, urls, model, temperature)
+    entry["sgls"] = sgls_block(template, backend, urls, model, temperature, api_key_file)
     entry["sgls_config_path"] = None
     entry.update(extra or {})
     return entries
@@ -70,6 +73,7 @@ def main(argv=None) -> int:
     p.add_argument("--sgls-urls", default="", help="comma-separated base URLs of the simulator servers")
     p.add_argument("--sgls-model", default=None)
     p.add_argument("--sgls-temperature", type=float, default=None)
+    p.add_argument("--sgls-api-key-file", default=None, help="file holding the simulator servers' API key")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="set a keyword argument of the agent loop entry (value parsed as YAML); repeatable")
     args = p.parse_args(argv)
@@ -85,7 +89,7 @@ def main(argv=None) -> int:
         logger.error("--sgls-backend openai needs --sgls-urls")
         return 1
     entries = build(args.source, args.sgls_template, args.reward_layout, args.sgls_backend, urls, args.sgls_model,
-                    args.sgls_temperature, extra)  # fmt: skip
+                    args.sgls_temperature, extra, args.sgls_api_key_file)  # fmt: skip
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(f"# written by recipes/make_run_config.py from {args.source}\n")

@@ -49,6 +49,15 @@ JUDGE_MODEL=${JUDGE_MODEL:-gpt-oss-120b}
 JUDGE_TIMEOUT_S=${JUDGE_TIMEOUT_S:-540}          # per request, as the authors: a busy judge queues for minutes
 JUDGE_MAX_RETRIES=${JUDGE_MAX_RETRIES:-3}
 JUDGE_MAX_TOKENS=${JUDGE_MAX_TOKENS:-8192}       # gpt-oss reasons before it rates; its reasoning counts here
+# the key recipes/serve_*.sh demand (generated there, mode 0600): SGLS and the judge read the FILE (its path is all
+# that reaches the configs and logs); sent when the file exists. Must be readable on every node. none: send no key.
+API_KEY_FILE=${API_KEY_FILE:-${SERVICES_DIR}/api_key}
+# Judge sizing (docs/recipes.md, "Judge throughput"): ASSUMED costs of one judgment and of one judge replica, used
+# only to warn when a step's judgments cannot finish inside JUDGE_TIMEOUT_S. Measure yours and set them.
+JUDGE_PROMPT_TOKENS=${JUDGE_PROMPT_TOKENS:-3000}         # rubric + question + tool outputs (2,048 chars each) + reply
+JUDGE_OUTPUT_TOKENS=${JUDGE_OUTPUT_TOKENS:-1000}         # gpt-oss reasoning + justification + rating line
+JUDGE_PREFILL_TOKS_PER_S=${JUDGE_PREFILL_TOKS_PER_S:-20000}   # per replica (gpt-oss-120b, TP2 on 2 x H100)
+JUDGE_DECODE_TOKS_PER_S=${JUDGE_DECODE_TOKS_PER_S:-4000}      # per replica, summed over concurrent requests
 
 # ---------------------------------------------------------------- cluster and budget
 NNODES=${NNODES:-4}
@@ -86,6 +95,19 @@ ENABLE_PREFIX_CACHING=${ENABLE_PREFIX_CACHING:-true}   # multi-turn: each turn r
 ENABLE_CHUNKED_PREFILL=${ENABLE_CHUNKED_PREFILL:-true}
 ENFORCE_EAGER=${ENFORCE_EAGER:-true}             # no CUDA graphs (verl: false): slower decoding, no graph memory held
 FREE_CACHE_ENGINE=${FREE_CACHE_ENGINE:-true}     # release the KV cache between rollout and update
+DEVICE=${DEVICE:-cuda}                           # (the device block below)
+# flash_attention_2: needs flash-attn 2.8.3 (README, GPU install) and packs rows without padding.
+# sdpa: PyTorch's attention for actor and reference, no flash-attn needed; rows stay padded to prompt + response
+# (32,768 tokens), so remove-padding is off and the log-prob micro-batch drops to 2 (a 32k-token row's logits are
+# ~10 GB in bf16). Slower per step; the rollout (vLLM) is unchanged.
+ATTN=${ATTN:-$([[ "${DEVICE}" == cpu ]] && echo sdpa || echo flash_attention_2)}
+case "${ATTN}" in
+  flash_attention_2) ATTN_ARGS=() ;;
+  sdpa) ATTN_ARGS=(+actor_rollout_ref.model.override_config.attn_implementation=sdpa)
+        USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-false}   # verl's remove-padding path is flash-attn's varlen kernel
+        LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-2} ;;
+  *) echo "unknown ATTN=${ATTN} (flash_attention_2 | sdpa)" >&2; exit 2 ;;
+esac
 LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-128}   # old / ref log-prob forward, per GPU
 MAX_NUM_SEQS=${MAX_NUM_SEQS:-32}
 AGENT_NUM_WORKERS=${AGENT_NUM_WORKERS:-32}
@@ -98,11 +120,11 @@ MODEL_DTYPE=${MODEL_DTYPE:-bfloat16}
 # ---------------------------------------------------------------- device
 # cuda: GPUs, vLLM rollout. cpu: verl's CPU platform (slca_verl/cpu: gloo, FSDP2 on the host, the hf_cpu rollout);
 # recipes/run_cpu_tiny_slca.sh runs this recipe that way with a tiny model.
-DEVICE=${DEVICE:-cuda}
 case "${DEVICE}" in
   cuda) ROLLOUT_NAME=${ROLLOUT_NAME:-vllm}; USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-true}
         GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-true}; DEVICE_ARGS=() ;;
   cpu)  export VERL_PLATFORM=cpu                 # verl's platform switch; slca_verl registers the "cpu" platform
+        [[ "${ATTN}" == sdpa ]] || { echo "DEVICE=cpu needs ATTN=sdpa (no flash-attn on a CPU)" >&2; exit 2; }
         ROLLOUT_NAME=${ROLLOUT_NAME:-hf_cpu}; USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-false}  # (needs flash-attn)
         GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-false}
         RAY_LOGICAL_CPUS=${RAY_LOGICAL_CPUS:-32} # scheduling tokens: TransferQueue and each worker bundle reserve CPUs
@@ -112,7 +134,6 @@ case "${DEVICE}" in
           actor_rollout_ref.ref.strategy=fsdp2
           actor_rollout_ref.actor.fsdp_config.dtype=float32
           actor_rollout_ref.ref.fsdp_config.dtype=float32
-          +actor_rollout_ref.model.override_config.attn_implementation=sdpa
           data.dataloader_num_workers=0
           ray_kwargs.ray_init.num_cpus="${RAY_LOGICAL_CPUS}"
           +ray_kwargs.ray_init.num_gpus="${N_GPUS_PER_NODE}"   # logical GPUs: what verl's resource pools ask for
@@ -147,10 +168,15 @@ case "${DRY_RUN:-0}" in       # DRY_RUN=1 writes nothing into the checkout: its 
   *) RUN_CONFIG_DIR=${RUN_CONFIG_DIR:-${OUTPUT_DIR}/config} ;;   # (DRY_RUN=args: the caller's OUTPUT_DIR)
 esac
 AGENT_LOOP_CONFIG=${RUN_CONFIG_DIR}/agent_loop.yaml
+HAVE_KEY=0
+[[ "${API_KEY_FILE}" != none && -f "${API_KEY_FILE}" ]] && HAVE_KEY=1
+SGLS_KEY_ARGS=()
+[[ "${HAVE_KEY}" == 1 && "${SGLS_BACKEND}" == openai ]] && SGLS_KEY_ARGS=(--sgls-api-key-file "${API_KEY_FILE}")
 python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --source "${SLCA_CONFIG_DIR}/agent_loop.yaml" \
   --sgls-template "${SLCA_CONFIG_DIR}/sgls_tool.yaml" --reward-layout "${REWARD_LAYOUT}" \
   --sgls-backend "${SGLS_BACKEND}" --sgls-urls "${SGLS_URLS}" --sgls-model "${SGLS_MODEL}" \
-  --sgls-temperature "${SGLS_TEMPERATURE}" --set max_assistant_turns="${MAX_ASSISTANT_TURNS}" \
+  --sgls-temperature "${SGLS_TEMPERATURE}" ${SGLS_KEY_ARGS[@]+"${SGLS_KEY_ARGS[@]}"} \
+  --set max_assistant_turns="${MAX_ASSISTANT_TURNS}" \
   --set max_user_turns="${MAX_USER_TURNS}" --set max_parallel_calls="${MAX_PARALLEL_CALLS}" \
   --set max_tool_response_length="${MAX_TOOL_RESPONSE_CHARS}" >&2
 
@@ -162,6 +188,24 @@ if [[ "${JUDGE}" == llm ]]; then
                +reward.custom_reward_function.reward_kwargs.judge_timeout_s="${JUDGE_TIMEOUT_S}"
                +reward.custom_reward_function.reward_kwargs.judge_max_retries="${JUDGE_MAX_RETRIES}"
                +reward.custom_reward_function.reward_kwargs.judge_max_tokens="${JUDGE_MAX_TOKENS}")
+  [[ "${HAVE_KEY}" == 1 ]] && JUDGE_ARGS+=(+reward.custom_reward_function.reward_kwargs.judge_api_key_file="${API_KEY_FILE}")
+  # Up to TRAIN_BATCH_SIZE x ROLLOUT_N judgments per step, all inside the reward loop. Warn when the assumed judge
+  # capacity of the configured replicas needs longer than one request may wait (JUDGE_TIMEOUT_S).
+  JUDGE_REPLICAS=$(awk -F, '{print NF}' <<< "${JUDGE_URLS}")
+  JUDGMENTS=$((TRAIN_BATCH_SIZE * ROLLOUT_N))
+  JUDGE_STEP_S=$(( (JUDGMENTS * (JUDGE_PROMPT_TOKENS * 1000 / JUDGE_PREFILL_TOKS_PER_S
+                                 + JUDGE_OUTPUT_TOKENS * 1000 / JUDGE_DECODE_TOKS_PER_S) / 1000) / JUDGE_REPLICAS ))
+  if ((JUDGE_STEP_S > JUDGE_TIMEOUT_S)); then
+    NEEDED=$(( (JUDGMENTS * (JUDGE_PROMPT_TOKENS * 1000 / JUDGE_PREFILL_TOKS_PER_S
+                             + JUDGE_OUTPUT_TOKENS * 1000 / JUDGE_DECODE_TOKS_PER_S) / 1000 + JUDGE_TIMEOUT_S - 1)
+               / JUDGE_TIMEOUT_S ))
+    echo "WARNING: judge under-sized: ${JUDGMENTS} judgments per step (${TRAIN_BATCH_SIZE} x ${ROLLOUT_N}) need" \
+         "~${JUDGE_STEP_S} s on ${JUDGE_REPLICAS} judge replica(s) at the ASSUMED ${JUDGE_PROMPT_TOKENS}+${JUDGE_OUTPUT_TOKENS}" \
+         "tokens per judgment and ${JUDGE_PREFILL_TOKS_PER_S}/${JUDGE_DECODE_TOKS_PER_S} prefill/decode tokens/s per" \
+         "replica, more than JUDGE_TIMEOUT_S=${JUDGE_TIMEOUT_S}: the last queued requests time out (scored as judge" \
+         "failures). Serve >= ${NEEDED} replicas (REPLICAS=${NEEDED} bash recipes/serve_judge.sh), or measure and set" \
+         "JUDGE_*_TOKS_PER_S (docs/recipes.md, \"Judge throughput\")" >&2
+  fi
 fi
 
 # ---------------------------------------------------------------- overrides, grouped
@@ -254,7 +298,7 @@ TRAINER=(
   trainer.critic_warmup=0
 )
 OVERRIDES=("${ALGORITHM[@]}" "${DATA[@]}" "${MODEL[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}" "${AGENT[@]}" "${REWARD[@]}"
-           "${DEVICE_ARGS[@]}"
+           "${DEVICE_ARGS[@]}" ${ATTN_ARGS[@]+"${ATTN_ARGS[@]}"}
            "${TRAINER[@]}")
 
 case "${DRY_RUN:-0}" in

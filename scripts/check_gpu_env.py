@@ -5,13 +5,15 @@
     python scripts/check_gpu_env.py --gpus-per-node 8 --model-path /ckpt/huggingface \
         --sgls-urls http://10.0.0.5:8000/v1,http://10.0.0.6:8000/v1 --judge-urls http://10.0.0.7:8016/v1
     python scripts/check_gpu_env.py --no-servers             # the software only
+    python scripts/check_gpu_env.py --smoke                  # what recipes/run_smoke_1gpu.sh needs (1 GPU, no servers)
 
 One line per check, ``OK`` or ``MISSING`` (with the fix on the next line; ``SKIP`` when a check does not apply).
 Exit status 0 only when nothing is missing, else 1. Defaults follow the recipe: ``N_GPUS_PER_NODE`` (8),
 ``SGLS_URLS`` / ``JUDGE_URLS``, else the files ``serve_sgls.sh`` / ``serve_judge.sh`` write under ``SERVICES_DIR``
 (``~/.cache/slca_verl/services``), else http://127.0.0.1:8000/v1 and :8016/v1; ``SGLS_MODEL`` / ``JUDGE_MODEL``;
-``MODEL_PATH``, else the newest SFT checkpoint. Heavy modules (torch, flash_attn, vllm, verl) are imported only by
-the check that needs them.
+``MODEL_PATH``, else the newest SFT checkpoint; ``ATTN``, ``LOGGER``, ``API_KEY_FILE`` (else ``SERVICES_DIR/api_key``).
+Each server must refuse a request without the key (HTTP 401) and list its model with it. Heavy modules (torch,
+flash_attn, vllm, verl) are imported only by the check that needs them.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ import argparse
 import glob
 import importlib.metadata
 import json
+import netrc
 import os
 import re
+import shutil
+import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
@@ -34,10 +40,17 @@ FALLBACK_PINS = {"torch": "2.11.0", "vllm": "0.24.0", "flash-attn": "2.8.3"}
 DEFAULT_SGLS_MODEL = "Qwen3-235B-A22B-Instruct-2507"  # recipes/run_qwen7b_slca.sh
 DEFAULT_JUDGE_MODEL = "gpt-oss-120b"
 FLASH_ATTN_FIX = (
-    "install it after torch, with nvcc of torch's CUDA version on PATH: pip install wheel packaging psutil ninja && "
-    "FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS=90 pip install --no-build-isolation flash-attn=={v}"
+    "install it after torch, compiled by the nvcc of torch's CUDA version ({cuda}): export CUDA_HOME=<CUDA {cuda} "
+    "toolkit, e.g. /usr/local/cuda-13.0> PATH=$CUDA_HOME/bin:$PATH; pip install wheel packaging psutil ninja && "
+    "MAX_JOBS=8 FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS=90 pip install --no-build-isolation "
+    "flash-attn=={v} (the build takes tens of minutes). Or skip it: ATTN=sdpa bash recipes/<recipe>.sh"
 )
 GPU_EXTRA_FIX = 'pip install -e ".[gpu]" in a fresh venv (README, "GPU install")'
+RECIPE_LOGGER = '["console","wandb","file"]'  # run_qwen7b_slca.sh's LOGGER; run_smoke_1gpu.sh: ["console"]
+SMOKE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # run_smoke_1gpu.sh
+SMOKE_DATA_FIX = ("python -m data_prep.xlam --input tests/fixtures/data_prep/xlam_sample.json --output_dir data/smoke "
+                  "--val_ratio 0.25")  # fmt: skip
+RUN_DATA_FIX = "python -m data_prep.toucan ... --output_dir data/toucan (docs/data_prep.md), or set TRAIN_FILES / VAL_FILES"
 
 
 @dataclass
@@ -115,16 +128,50 @@ def check_gpu_count(torch_module, wanted: int) -> Check:
                  if found else "no usable CUDA GPU: see the torch line")  # fmt: skip
 
 
-def check_flash_attn(expected: str) -> Check:
+def check_python(version_info=None) -> Check:
+    """verl 0.9.1 is published for Python 3.10-3.12 only (setup.py's python_requires says the same)."""
+    v = tuple(version_info or sys.version_info)[:3]
+    shown = ".".join(map(str, v))
+    if (3, 10) <= v[:2] < (3, 13):
+        return Check("python", True, f"Python {shown}")
+    return Check("python", False, f"Python {shown}; verl=={VERL_VERSION} has no release for it (needs >=3.10,<3.13)",
+                 "create the venv with python3.12 (or 3.10 / 3.11): python3.12 -m venv .venv-gpu")  # fmt: skip
+
+
+def nvcc_version() -> tuple[str | None, str | None]:
+    """(path, CUDA release like '13.0') of the nvcc a source build would use: $CUDA_HOME/bin/nvcc, else PATH's."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    path = os.path.join(home, "bin", "nvcc") if home else shutil.which("nvcc")
+    if not path or not os.path.exists(path):
+        return None, None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return path, None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return path, m.group(1) if m else None
+
+
+def check_flash_attn(expected: str, torch_module=None, attn: str = "flash_attention_2") -> Check:
     name = "flash_attn"
+    if attn == "sdpa":
+        return Check(name, None, "ATTN=sdpa: actor and reference use PyTorch's attention")
+    torch_cuda = getattr(getattr(torch_module, "version", None), "cuda", None) or "13.0"
+    fix = FLASH_ATTN_FIX.format(v=expected, cuda=torch_cuda)
     try:
         import flash_attn
     except Exception as e:  # not installed, or built against another torch / CUDA
-        return Check(name, False, f"does not import ({type(e).__name__}: {e})", FLASH_ATTN_FIX.format(v=expected))
+        nvcc, release = nvcc_version()
+        if nvcc is None:
+            found = "no nvcc ($CUDA_HOME/bin or PATH)"
+        elif release and release.split(".")[0] != torch_cuda.split(".")[0]:
+            found = f"{nvcc} is CUDA {release}, torch is built for CUDA {torch_cuda}: the build would fail"
+        else:
+            found = f"{nvcc} is CUDA {release or '?'}"
+        return Check(name, False, f"does not import ({type(e).__name__}: {e}); {found}", fix)
     version = getattr(flash_attn, "__version__", "?")
     if base_version(version) != expected:
-        return Check(name, False, f"flash_attn {version}; verl[fsdp]=={VERL_VERSION} pins {expected}",
-                     FLASH_ATTN_FIX.format(v=expected))  # fmt: skip
+        return Check(name, False, f"flash_attn {version}; verl[fsdp]=={VERL_VERSION} pins {expected}", fix)
     return Check(name, True, f"flash_attn {version}")
 
 
@@ -179,25 +226,64 @@ def check_plugin() -> Check:
 # ---------------------------------------------------------------------------------------------------- services
 
 
-def served_models(url: str, timeout: float) -> list[str]:
-    """The model ids an OpenAI-compatible server lists at GET {url}/models."""
-    with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=timeout) as response:
+def served_models(url: str, timeout: float, api_key: str | None = None) -> list[str]:
+    """The model ids an OpenAI-compatible server lists at GET {url}/models (with ``Authorization`` when a key)."""
+    request = urllib.request.Request(url.rstrip("/") + "/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         body = json.load(response)
     return [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)]
 
 
-def check_server(kind: str, url: str, model: str | None, timeout: float, serve_script: str, env_var: str) -> Check:
+def _failure(url: str, e: Exception) -> str:
+    reason = f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", e)
+    return f"GET {url.rstrip('/')}/models failed ({reason})"
+
+
+def check_server(kind: str, url: str, model: str | None, timeout: float, serve_script: str, env_var: str,
+                 api_key: str | None = None, key_file: str = "") -> Check:  # fmt: skip
+    """Reachable; refuses a request without the key (HTTP 401: nobody else can use our GPUs or poison the
+    simulator's cache); with the key (``api_key``, read from ``key_file``) lists ``model``."""
     name = f"{kind} server {url}"
     fix = f"start it (DETACH=1 bash recipes/{serve_script}) or point {env_var} / --{kind.lower()}-urls at a running one"
     try:
-        ids = served_models(url, timeout)
-    except (urllib.error.URLError, OSError, ValueError) as e:  # refused, timed out, HTTP error, not JSON
-        reason = f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", e)
-        return Check(name, False, f"GET {url.rstrip('/')}/models failed ({reason})", fix)
+        served_models(url, timeout)
+    except urllib.error.HTTPError as e:
+        if e.code != 401:
+            return Check(name, False, _failure(url, e), fix)
+    except (urllib.error.URLError, OSError, ValueError) as e:  # refused, timed out, not JSON
+        return Check(name, False, _failure(url, e), fix)
+    else:
+        return Check(name, False, "answers without an API key: anyone who can reach it can use it",
+                     f"restart it with recipes/{serve_script} (it demands the key in API_KEY_FILE), or `vllm serve "
+                     "--api-key` / VLLM_API_KEY")  # fmt: skip
+    if not api_key:
+        return Check(name, False, f"refuses requests without a key (HTTP 401), and there is no key file ({key_file})",
+                     "set API_KEY_FILE / --api-key-file to the file the serving script wrote (SERVICES_DIR/api_key)")
+    try:
+        ids = served_models(url, timeout, api_key)
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        if isinstance(e, urllib.error.HTTPError) and e.code == 401:
+            return Check(name, False, f"refuses the key in {key_file} (HTTP 401)",
+                         f"point API_KEY_FILE / --api-key-file at the key this server was started with")
+        return Check(name, False, _failure(url, e), fix)
     if model and model not in ids:
         return Check(name, False, f"serves {ids or 'no models'}, not {model}",
                      f"set {kind.upper()}_MODEL / --{kind.lower()}-model to the --served-model-name, or serve {model}")
-    return Check(name, True, f"serves {', '.join(ids) or 'no models'}")
+    return Check(name, True, f"serves {', '.join(ids) or 'no models'}; refuses requests without the key")
+
+
+def read_key(path: str) -> str | None:
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def services_dir() -> str:
+    return os.environ.get("SERVICES_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "slca_verl", "services")
 
 
 def split_urls(urls: str) -> list[str]:
@@ -208,10 +294,8 @@ def recipe_urls(env_var: str, file_name: str, fallback: str) -> str:
     """Like the recipe: the environment variable, else the serving script's URL file, else the local default."""
     if os.environ.get(env_var):
         return os.environ[env_var]
-    services = os.environ.get("SERVICES_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "slca_verl",
-                                                                "services")  # fmt: skip
     try:
-        with open(os.path.join(services, file_name), encoding="utf-8") as f:
+        with open(os.path.join(services_dir(), file_name), encoding="utf-8") as f:
             return f.read().strip() or fallback
     except OSError:
         return fallback
@@ -238,10 +322,65 @@ def check_model_path(path: str) -> Check:
     name = "model path"
     if os.path.isfile(os.path.join(path, "config.json")):
         return Check(name, True, path)
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", path) and not os.path.exists(path):  # a Hub id (the smoke run's model)
+        return check_hub_model(path)
     what = "has no config.json" if os.path.isdir(path) else "does not exist"
     return Check(name, False, f"{path} {what}",
                  "run recipes/run_qwen7b_sft.sh first, or pass --model-path / MODEL_PATH (a Hugging Face model "
                  "directory, reachable from every node)")  # fmt: skip
+
+
+def check_hub_model(repo: str) -> Check:
+    name = "model path"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(repo, "config.json"), str)
+    except Exception:  # no huggingface_hub, or a cache it cannot read
+        cached = False
+    if cached:
+        return Check(name, True, f"{repo} (Hub model, in the Hugging Face cache)")
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return Check(name, False, f"{repo} is not in the Hugging Face cache and HF_HUB_OFFLINE is set",
+                     f"hf download {repo} (with Hub access), or MODEL_PATH=<a local model directory>")
+    return Check(name, True, f"{repo} (Hub model, not cached: downloaded at start; `hf download {repo}` fetches it now)")
+
+
+def check_data(files: list[str], fix: str) -> Check:
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        return Check("data", False, f"missing {', '.join(missing)}", fix)
+    return Check("data", True, ", ".join(files))
+
+
+def check_wandb(logger_value: str) -> Check:
+    """wandb in trainer.logger needs a key or an offline mode: wandb 0.31 raises "No API key configured" in a
+    non-interactive process, which verl's trainer is, minutes in (after every worker is up)."""
+    name = "wandb"
+    if "wandb" not in logger_value:
+        return Check(name, None, f"trainer.logger={logger_value} does not use wandb")
+    mode = os.environ.get("WANDB_MODE", "").strip().lower()
+    if mode in ("offline", "disabled", "dryrun"):
+        return Check(name, True, f"WANDB_MODE={mode}: no API key needed")
+    fix = ("`wandb login` (or export WANDB_API_KEY on every node); or WANDB_MODE=offline (sync later with `wandb sync`); "
+           "or no wandb: LOGGER='[\"console\",\"file\"]' bash recipes/run_qwen7b_slca.sh "
+           "(= trainer.logger=[console,file])")  # fmt: skip
+    version = dist_version("wandb")
+    if version is None:
+        return Check(name, False, "trainer.logger uses wandb, which is not installed", f"pip install wandb; {fix}")
+    if os.environ.get("WANDB_API_KEY", "").strip():
+        return Check(name, True, f"wandb {version}, WANDB_API_KEY set")
+    host = urllib.parse.urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        entry = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        entry = None
+    if entry and entry[2]:
+        return Check(name, True, f"wandb {version}, logged in ({path} holds {host})")
+    return Check(name, False, f"trainer.logger uses wandb {version} without a key (WANDB_API_KEY unset, no {host} in "
+                 f"{path}, WANDB_MODE {mode or 'unset'}): the run dies minutes in with 'No API key configured'",
+                 fix)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -249,22 +388,43 @@ def check_model_path(path: str) -> Check:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpus-per-node", type=int, default=int(os.environ.get("N_GPUS_PER_NODE") or 8),
-                   help="GPUs the run uses on this node (default: N_GPUS_PER_NODE, else 8)")
+    p.add_argument("--smoke", action="store_true",
+                   help="check what recipes/run_smoke_1gpu.sh needs: 1 GPU, no servers, its Hub model and data, "
+                        "logger console")  # fmt: skip
+    p.add_argument("--gpus-per-node", type=int, default=None,
+                   help="GPUs the run uses on this node (default: N_GPUS_PER_NODE, else 8; --smoke: 1)")
     p.add_argument("--sgls-urls", default=None, help="comma-separated simulator base URLs (…/v1)")
     p.add_argument("--judge-urls", default=None, help="comma-separated judge base URLs (…/v1)")
     p.add_argument("--sgls-model", default=os.environ.get("SGLS_MODEL") or DEFAULT_SGLS_MODEL,
                    help="model id the simulator must serve ('' to accept any)")
     p.add_argument("--judge-model", default=os.environ.get("JUDGE_MODEL") or DEFAULT_JUDGE_MODEL,
                    help="model id the judge must serve ('' to accept any)")
+    p.add_argument("--api-key-file", default=None,
+                   help="the servers' API key file (default: API_KEY_FILE, else SERVICES_DIR/api_key)")
     p.add_argument("--no-servers", action="store_true", help="skip the simulator and judge checks")
     p.add_argument("--timeout", type=float, default=3.0, help="seconds per server request")
     p.add_argument("--model-path", default=None, help="policy checkpoint (default: MODEL_PATH, else newest SFT)")
-    return p.parse_args(argv)
+    p.add_argument("--attn", default=os.environ.get("ATTN") or "flash_attention_2",
+                   choices=["flash_attention_2", "sdpa"], help="the recipe's ATTN (sdpa: no flash-attn needed)")
+    p.add_argument("--logger", default=None,
+                   help=f"the run's trainer.logger (default: LOGGER, else {RECIPE_LOGGER}; --smoke: [\"console\"])")
+    args = p.parse_args(argv)
+    if args.gpus_per_node is None:
+        args.gpus_per_node = 1 if args.smoke else int(os.environ.get("N_GPUS_PER_NODE") or 8)
+    if args.logger is None:
+        args.logger = os.environ.get("LOGGER") or ('["console"]' if args.smoke else RECIPE_LOGGER)
+    if args.smoke:
+        args.no_servers = True  # offline SGLS backend and offline proxy judge
+    return args
 
 
 def server_checks(args: argparse.Namespace) -> list[Check]:
     out = []
+    if args.smoke:
+        return [Check("SGLS server", None, "--smoke: offline SGLS backend"),
+                Check("Judge server", None, "--smoke: offline proxy judge")]  # fmt: skip
+    key_file = args.api_key_file or os.environ.get("API_KEY_FILE") or os.path.join(services_dir(), "api_key")
+    api_key = read_key(key_file)
     services = [
         ("SGLS", args.sgls_urls, "SGLS_URLS", "sgls_urls", "http://127.0.0.1:8000/v1", args.sgls_model,
          "serve_sgls.sh", os.environ.get("SGLS_BACKEND", "openai") != "openai", "SGLS_BACKEND is not openai"),
@@ -276,21 +436,34 @@ def server_checks(args: argparse.Namespace) -> list[Check]:
             out.append(Check(f"{kind} server", None, "--no-servers" if args.no_servers else why))
             continue
         for url in split_urls(urls if urls is not None else recipe_urls(env_var, file_name, fallback)):
-            out.append(check_server(kind, url, model or None, args.timeout, script, env_var))
+            out.append(check_server(kind, url, model or None, args.timeout, script, env_var, api_key, key_file))
     return out
+
+
+def data_check(args: argparse.Namespace) -> Check:
+    if args.smoke:
+        default = [os.path.join(REPO, "data", "smoke", f"xlam_{s}.parquet") for s in ("train", "val")]
+        fix = SMOKE_DATA_FIX
+    else:
+        default = [os.path.join(REPO, "data", "toucan", f"toucan_{s}.parquet") for s in ("train", "test")]
+        fix = RUN_DATA_FIX
+    files = [os.environ.get("TRAIN_FILES") or default[0], os.environ.get("VAL_FILES") or default[1]]
+    return check_data(files, fix)
 
 
 def run_checks(args: argparse.Namespace) -> list[Check]:
     pins = pinned_versions()
     torch_check, torch_module = check_torch(pins["torch"])
-    checks = [torch_check, check_gpu_count(torch_module, args.gpus_per_node), check_flash_attn(pins["flash-attn"]),
-              check_vllm(pins["vllm"]), check_verl(), check_plugin()]  # fmt: skip
+    checks = [check_python(), torch_check, check_gpu_count(torch_module, args.gpus_per_node),
+              check_flash_attn(pins["flash-attn"], torch_module, args.attn), check_vllm(pins["vllm"]), check_verl(),
+              check_plugin()]  # fmt: skip
     checks += server_checks(args)
-    checks.append(check_model_path(args.model_path or default_model_path()))
+    model = args.model_path or (os.environ.get("MODEL_PATH") or SMOKE_MODEL if args.smoke else default_model_path())
+    checks += [check_model_path(model), data_check(args), check_wandb(args.logger)]
     return checks
 
 
-def report(checks: list[Check], out=None) -> int:
+def report(checks: list[Check], out=None, recipe: str = "recipes/run_qwen7b_slca.sh") -> int:
     """Print every check and a summary (to ``out``, default stdout); 0 when nothing is missing, else 1."""
     out = out or sys.stdout
     for check in checks:
@@ -299,12 +472,14 @@ def report(checks: list[Check], out=None) -> int:
     if missing:
         print(f"\n{len(missing)} of {len(checks)} checks MISSING: {'; '.join(missing)}", file=out)
         return 1
-    print(f"\nall {sum(c.ok is True for c in checks)} checks OK: bash recipes/run_qwen7b_slca.sh", file=out)
+    print(f"\nall {sum(c.ok is True for c in checks)} checks OK: bash {recipe}", file=out)
     return 0
 
 
 def main(argv=None) -> int:
-    return report(run_checks(parse_args(argv)))
+    args = parse_args(argv)
+    recipe = "recipes/run_smoke_1gpu.sh" if args.smoke else "recipes/run_qwen7b_slca.sh"
+    return report(run_checks(args), recipe=recipe)
 
 
 if __name__ == "__main__":

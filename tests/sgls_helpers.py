@@ -52,9 +52,12 @@ def dead_url() -> str:
 
 
 class ScriptedServer:
-    def __init__(self, handler: Callable[[dict, int], Any] | None = None, delay_s: float = 0.0):
+    def __init__(self, handler: Callable[[dict, int], Any] | None = None, delay_s: float = 0.0,
+                 api_key: str | None = None):  # fmt: skip
         self.handler = handler or (lambda req, n: Reply())
         self.delay_s = delay_s
+        self.api_key = api_key  # set: like `vllm serve --api-key`, 401 unless "Authorization: Bearer <key>"
+        self.refused = 0  # requests answered 401
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -69,6 +72,10 @@ class ScriptedServer:
     async def _handle(self, request):
         from aiohttp import web
 
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            with self._lock:
+                self.refused += 1
+            return web.json_response({"error": "Unauthorized"}, status=401)  # vLLM's answer
         try:
             payload = await request.json()
         except Exception:

@@ -1,6 +1,7 @@
 """Every recipe parses, composes with verl 0.9.1's own hydra configs and passes verl's validation on CPU; the baselines
 differ from the SLCA run only where the estimator needs it; the serving scripts wait for health and publish URLs."""
 
+import json
 import os
 import signal
 import subprocess
@@ -230,13 +231,22 @@ def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(compose
 FAKE_VLLM = textwrap.dedent(
     """\
     #!/usr/bin/env python3
-    # stands in for `vllm serve MODEL --port P ...`: healthy after HEALTH_DELAY_S, records its pid and argv
-    import http.server, os, sys, time
+    # stands in for `vllm serve MODEL --port P ...`: healthy after HEALTH_DELAY_S, records its pid, argv, GPUs and
+    # key; with PROGRESS_S it logs a line that often until healthy (a server still loading)
+    import http.server, json, os, sys, threading, time
     port = int(sys.argv[sys.argv.index("--port") + 1])
     d = os.environ["SERVICES_DIR"]
     open(os.path.join(d, f"fake_{port}.pid"), "w").write(str(os.getpid()))
     open(os.path.join(d, f"fake_{port}.argv"), "w").write(" ".join(sys.argv[1:]))
+    json.dump({"gpus": os.environ.get("CUDA_VISIBLE_DEVICES"), "key": os.environ.get("VLLM_API_KEY")},
+              open(os.path.join(d, f"fake_{port}.env"), "w"))
     ready = time.time() + float(os.environ.get("HEALTH_DELAY_S", "0.5"))
+    def progress():
+        while time.time() < ready:
+            print(f"Loading safetensors checkpoint shards: {time.time():.1f}", flush=True)
+            time.sleep(float(os.environ["PROGRESS_S"]))
+    if os.environ.get("PROGRESS_S"):
+        threading.Thread(target=progress, daemon=True).start()
     class H(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             self.send_response(200 if self.path == "/health" and time.time() > ready else 503)
@@ -246,6 +256,34 @@ FAKE_VLLM = textwrap.dedent(
     http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
     """
 )
+
+
+FAKE_HF = "#!/usr/bin/env bash\necho \"$@\" >> \"${SERVICES_DIR}/hf_calls\"\n"
+
+
+def serve_env(tmp_path, port, **over):
+    """The environment of a serve script run against the stand-in vllm and hf (written into tmp_path)."""
+    for name, text in (("vllm", FAKE_VLLM), ("hf", FAKE_HF)):
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, "VLLM_BIN": str(tmp_path / "vllm"), "HF_BIN": str(tmp_path / "hf"),
+           "SERVICES_DIR": str(tmp_path), "PORT": str(port), "ADVERTISE_HOST": "127.0.0.1", "HOST": "127.0.0.1",
+           "DETACH": "1", "POLL_S": "0.2", "HEALTH_TIMEOUT_S": "30"}  # fmt: skip
+    env.pop("NUM_GPUS", None)
+    return {**env, **over}
+
+
+def stop_fakes(tmp_path):
+    for pid_file in tmp_path.glob("fake_*.pid"):
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def serve(script, env):
+    return subprocess.run(["bash", os.path.join(RECIPES, script)], capture_output=True, text=True, env=env,
+                          timeout=60)  # fmt: skip
 
 
 def free_port_pair():
@@ -258,17 +296,11 @@ def free_port_pair():
 
 
 def test_serve_script_starts_replicas_waits_for_health_and_publishes_their_urls(tmp_path):
-    fake = tmp_path / "vllm"
-    fake.write_text(FAKE_VLLM)
-    fake.chmod(0o755)
     port = free_port_pair()
-    env = {**os.environ, "VLLM_BIN": str(fake), "SERVICES_DIR": str(tmp_path), "PORT": str(port), "REPLICAS": "2",
-           "GPUS_PER_REPLICA": "1", "ADVERTISE_HOST": "127.0.0.1", "HOST": "127.0.0.1", "DETACH": "1", "POLL_S": "0.2",
-           "HEALTH_TIMEOUT_S": "30"}  # fmt: skip
+    env = serve_env(tmp_path, port, REPLICAS="2", GPUS_PER_REPLICA="1")
     start = time.monotonic()
     try:
-        proc = subprocess.run(["bash", os.path.join(RECIPES, "serve_sgls.sh")], capture_output=True, text=True,
-                              env=env, timeout=60)  # fmt: skip
+        proc = serve("serve_sgls.sh", env)
         assert proc.returncode == 0, proc.stderr[-2000:]
         urls = f"http://127.0.0.1:{port}/v1,http://127.0.0.1:{port + 1}/v1"
         assert (tmp_path / "sgls_urls").read_text().strip() == urls
@@ -276,20 +308,95 @@ def test_serve_script_starts_replicas_waits_for_health_and_publishes_their_urls(
         argv = (tmp_path / f"fake_{port}.argv").read_text()
         assert argv.startswith("serve Qwen/Qwen3-235B-A22B-Instruct-2507 --served-model-name Qwen3-235B-A22B-Instruct")
         assert time.monotonic() - start >= 0.5  # it waited for /health, not just for the port
+        # the model was fetched with `hf download` first (huggingface-cli now refuses in favour of hf)
+        assert (tmp_path / "hf_calls").read_text() == "download Qwen/Qwen3-235B-A22B-Instruct-2507\n"
+        # every replica demands one key, generated into SERVICES_DIR/api_key (0600), never on a command line or
+        # in the `set -x` trace
+        key_file = tmp_path / "api_key"
+        assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+        key = key_file.read_text().strip()
+        assert len(key) > 30
+        seen = [json.load(open(tmp_path / f"fake_{p}.env")) for p in (port, port + 1)]
+        assert [s["key"] for s in seen] == [key, key] and [s["gpus"] for s in seen] == ["0", "1"]
+        assert key not in proc.stdout + proc.stderr and key not in argv
     finally:
-        for pid_file in tmp_path.glob("fake_*.pid"):
-            try:
-                os.kill(int(pid_file.read_text()), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        stop_fakes(tmp_path)
+
+
+def test_the_simulator_and_the_judge_on_one_node_take_disjoint_gpus_and_a_collision_fails_loudly(tmp_path):
+    port = free_port_pair()
+    try:
+        sgls = serve("serve_sgls.sh", serve_env(tmp_path, port, GPUS_PER_REPLICA="4"))
+        assert sgls.returncode == 0, sgls.stderr[-2000:]
+        key = (tmp_path / "api_key").read_text()
+        judge = serve("serve_judge.sh", serve_env(tmp_path, port + 1))  # default: after the simulator's GPUs
+        assert judge.returncode == 0, judge.stderr[-2000:]
+        gpus = [json.load(open(tmp_path / f"fake_{p}.env"))["gpus"] for p in (port, port + 1)]
+        assert gpus == ["0,1,2,3", "4,5"]
+        assert (tmp_path / "api_key").read_text() == key  # one key per SERVICES_DIR, made once
+        port2 = free_port_pair()
+        clash = serve("serve_judge.sh", serve_env(tmp_path, port2, FIRST_GPU="3"))
+        assert clash.returncode != 0 and "GPU 3 is already taken by sgls" in clash.stderr
+        full = serve("serve_judge.sh", serve_env(tmp_path, port2, NUM_GPUS="6"))  # GPUs 6,7 do not exist
+        assert full.returncode != 0 and "has 6" in full.stderr
+        assert not (tmp_path / f"fake_{port2}.pid").exists()  # nothing was started
+    finally:
+        stop_fakes(tmp_path)
+
+
+def test_a_slow_first_start_that_keeps_logging_survives_and_a_silent_one_is_called_stuck(tmp_path):
+    port = free_port_pair()
+    try:  # loading for 5 s, logging every 0.3 s: survives a 2 s stall limit (the old fixed wait killed it)
+        slow = serve("serve_judge.sh", serve_env(tmp_path, port, HEALTH_DELAY_S="5", PROGRESS_S="0.3",
+                                                 HEALTH_STALL_S="2", HEALTH_TIMEOUT_S="0"))  # fmt: skip
+        assert slow.returncode == 0, slow.stderr[-2000:]
+        assert (tmp_path / "judge_urls").read_text().strip() == f"http://127.0.0.1:{port}/v1"
+    finally:
+        stop_fakes(tmp_path)
+    port = free_port_pair()
+    stuck = serve("serve_judge.sh", serve_env(tmp_path, port, HEALTH_DELAY_S="60", HEALTH_STALL_S="2",
+                                              HEALTH_TIMEOUT_S="0"))  # fmt: skip
+    assert stuck.returncode != 0 and "silent for 2 s" in stuck.stderr
+    bad = serve("serve_judge.sh", serve_env(tmp_path, free_port_pair(), HEALTH_STALL_S="1.5"))
+    assert bad.returncode != 0 and "whole seconds" in bad.stderr
+    pid = int((tmp_path / f"fake_{port}.pid").read_text())
+    time.sleep(0.5)
+    alive = running(pid)
+    stop_fakes(tmp_path)
+    assert not alive, "a stuck replica must be stopped"
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_key_file_others_can_read_is_refused_and_api_key_file_none_serves_open(tmp_path):
+    port = free_port_pair()
+    (tmp_path / "api_key").write_text("sk-mine\n")
+    (tmp_path / "api_key").chmod(0o644)
+    try:
+        loose = serve("serve_judge.sh", serve_env(tmp_path, port))
+        assert loose.returncode != 0 and "chmod 600" in loose.stderr and "sk-mine" not in loose.stderr
+        (tmp_path / "api_key").chmod(0o600)
+        mine = serve("serve_judge.sh", serve_env(tmp_path, port))  # the user's own key is kept
+        assert mine.returncode == 0 and json.load(open(tmp_path / f"fake_{port}.env"))["key"] == "sk-mine"
+        stop_fakes(tmp_path)
+        port = free_port_pair()
+        open_ = serve("serve_judge.sh", serve_env(tmp_path, port, API_KEY_FILE="none"))
+        assert open_.returncode == 0 and "WARNING: API_KEY_FILE=none" in open_.stderr
+        assert json.load(open(tmp_path / f"fake_{port}.env"))["key"] is None
+    finally:
+        stop_fakes(tmp_path)
 
 
 def test_serve_script_fails_with_the_replicas_log_dir_when_a_server_dies(tmp_path):
-    fake = tmp_path / "vllm"
-    fake.write_text("#!/usr/bin/env bash\necho 'CUDA out of memory' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    env = {**os.environ, "VLLM_BIN": str(fake), "SERVICES_DIR": str(tmp_path), "PORT": str(free_port_pair()),
-           "ADVERTISE_HOST": "127.0.0.1", "POLL_S": "0.1", "HEALTH_TIMEOUT_S": "20"}  # fmt: skip
+    env = serve_env(tmp_path, free_port_pair(), POLL_S="0.1", HEALTH_TIMEOUT_S="20", DETACH="0")
+    (tmp_path / "vllm").write_text("#!/usr/bin/env bash\necho 'CUDA out of memory' >&2\nexit 1\n")
     proc = subprocess.run(["bash", os.path.join(RECIPES, "serve_judge.sh")], capture_output=True, text=True, env=env,
                           timeout=60)  # fmt: skip
     assert proc.returncode != 0
@@ -342,3 +449,64 @@ def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tm
         assert "OK: ppo_trainer composed" in proc.stderr
     assert untracked() == before
     assert not (tmp_path / "cache").exists()  # a dry run does not build the tiny model either
+
+
+def recipe_run(name: str, out_dir: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", os.path.join(RECIPES, name)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": out_dir, "SERVICES_DIR": out_dir, **env})
+
+
+def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_path):
+    """ATTN=sdpa: the alternative to building flash-attn 2.8.3 (README, GPU install)."""
+    key = "+actor_rollout_ref.model.override_config.attn_implementation"
+    default = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path / "fa")))
+    assert key not in default and default["actor_rollout_ref.model.use_remove_padding"] == "true"
+    args = recipe_args("run_qwen7b_slca.sh", str(tmp_path / "sdpa"), ATTN="sdpa")
+    cfg, summary = compose_check.check(compose_check.PPO, args)
+    assert summary["adv_estimator"] == "slca_grpo"
+    model = cfg.actor_rollout_ref.model  # one model block: the actor and the reference both build from it
+    assert model.override_config.attn_implementation == "sdpa" and model.use_remove_padding is False
+    assert cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 2
+    assert cfg.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 2
+    assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 1
+    sdpa = as_dict(args)
+    assert {k for k in set(sdpa) | set(default) if sdpa.get(k) != default.get(k)} == {
+        key, "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+        "trainer.default_local_dir"}  # fmt: skip
+    assert as_dict(recipe_args("run_smoke_1gpu.sh", str(tmp_path / "smoke"), ATTN="sdpa"))[key] == "sdpa"
+    bad = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "bad"), ATTN="flash")
+    assert bad.returncode == 2 and "unknown ATTN=flash" in bad.stderr
+    cpu = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "cpu"), DEVICE="cpu", ATTN="flash_attention_2")
+    assert cpu.returncode == 2 and "DEVICE=cpu needs ATTN=sdpa" in cpu.stderr
+
+
+def test_the_served_api_key_file_reaches_sgls_and_the_judge_as_a_path_never_as_the_key(tmp_path):
+    secret = "sk-slca-recipe-test-key-0123456789"
+    (tmp_path / "api_key").write_text(secret + "\n")
+    (tmp_path / "api_key").chmod(0o600)
+    proc = recipe_run("run_qwen7b_slca.sh", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    args = as_dict(a for a in proc.stdout.split("\0") if a)
+    assert args["+reward.custom_reward_function.reward_kwargs.judge_api_key_file"] == str(tmp_path / "api_key")
+    yaml_text = open(args["actor_rollout_ref.rollout.agent.agent_loop_config_path"]).read()
+    (entry,) = yaml.safe_load(yaml_text)
+    assert entry["sgls"]["api_key_file"] == str(tmp_path / "api_key") and entry["sgls"]["api_key"] is None
+    assert secret not in proc.stdout + proc.stderr + yaml_text
+    compose_check.check(compose_check.PPO, [a for a in proc.stdout.split("\0") if a])
+    none = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path / "n"), API_KEY_FILE="none"))
+    assert "+reward.custom_reward_function.reward_kwargs.judge_api_key_file" not in none
+    offline = as_dict(recipe_args("run_smoke_1gpu.sh", str(tmp_path)))  # no servers: no key sent anywhere
+    assert "+reward.custom_reward_function.reward_kwargs.judge_api_key_file" not in offline
+
+
+def test_the_recipe_warns_when_the_judge_cannot_finish_a_steps_judgments_inside_its_timeout(tmp_path):
+    one = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "one"))  # 128 x 16 on one 2-GPU judge, 540 s timeout
+    assert one.returncode == 0
+    warning = next(line for line in one.stderr.splitlines() if line.startswith("WARNING: judge under-sized"))
+    assert "2048 judgments per step" in warning and "~819 s on 1 judge replica" in warning
+    assert "REPLICAS=2 bash recipes/serve_judge.sh" in warning
+    two = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "two"), JUDGE_URLS="http://a:8016/v1,http://a:8017/v1")
+    assert two.returncode == 0 and "judge under-sized" not in two.stderr
+    smoke = recipe_run("run_smoke_1gpu.sh", str(tmp_path / "smoke"))  # offline proxy judge: nothing to size
+    assert smoke.returncode == 0 and "judge under-sized" not in smoke.stderr

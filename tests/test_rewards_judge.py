@@ -210,3 +210,28 @@ def test_judge_noise_is_a_reward_kwarg_reported_in_every_row():
     for key, bad in (("judge_noise_sigma", -1.0), ("judge_noise_sigma", "big"), ("judge_noise_seed", 1.5)):
         with pytest.raises(ValueError, match=f"reward_kwargs.{key}"):
             asyncio.run(compute_score("t", text, GT, {}, judge="offline_proxy", **{"judge_noise_sigma": 1.0, key: bad}))
+
+
+def test_the_judge_sends_the_key_from_reward_kwargs_judge_api_key_file_to_a_server_that_demands_it(tmp_path, caplog):
+    """recipes/run_qwen7b_slca.sh passes +reward...reward_kwargs.judge_api_key_file=$SERVICES_DIR/api_key."""
+    from slca_verl.rewards.compute_score import get_judge
+
+    secret = "sk-judge-fedcba9876543210"
+    path = tmp_path / "api_key"
+    path.write_text(secret + "\n")
+    caplog.set_level("DEBUG")
+    with ScriptedServer(lambda req, n: Reply(content="Faithful.\nRating: good"), api_key=secret) as srv:
+        base = dict(judge="llm", judge_base_urls=[srv.base_url], judge_model="j", judge_max_retries=0)
+
+        async def main(kwargs):
+            judge = get_judge(kwargs)
+            try:
+                return await score_trajectory([CALL, REPLY], ['{"temp": 21}'], GT, judge=judge)
+            finally:
+                await judge.client.aclose()
+
+        keyed = asyncio.run(main({**base, "judge_api_key_file": str(path)}))
+        assert keyed["judge_rating"] == 4 and srv.refused == 0
+        unkeyed = asyncio.run(main(base))  # no key: refused, a counted judge failure
+        assert unkeyed["judge_rating"] == 0 and unkeyed["judge_failed"] and srv.refused == 1
+    assert secret not in caplog.text

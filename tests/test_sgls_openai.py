@@ -198,3 +198,46 @@ def test_concurrent_calls_keep_identical_calls_consistent_within_each_group():
         assert all(len(texts) == 1 for texts in by_key.values())  # one answer per (group, call)
         assert len({next(iter(t)) for t in by_key.values()}) == 12  # groups and calls differ from each other
         assert len(srv.requests) == 12  # one LLM call per distinct (group, call)
+
+
+# ------------------------------------------------------------------ API key (recipes/serve_*.sh serve with one)
+
+SECRET = "sk-test-0123456789abcdef"
+
+
+def key_file(tmp_path, text=SECRET + "\n"):
+    path = tmp_path / "api_key"
+    path.write_text(text)
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_the_key_from_api_key_file_is_sent_to_a_server_that_demands_it(tmp_path, caplog):
+    caplog.set_level("DEBUG")
+    with ScriptedServer(lambda req, n: GOOD, api_key=SECRET) as srv:
+        sim = sim_for(srv.base_url, api_key_file=key_file(tmp_path))
+        res = call(sim)
+        assert res.status == "ok" and srv.refused == 0 and len(srv.requests) == 1
+    assert SECRET not in caplog.text and SECRET not in repr(sim.config)
+
+
+def test_without_the_key_the_call_fails_once_as_an_auth_error_not_a_structured_output_retry(caplog):
+    with ScriptedServer(lambda req, n: GOOD, api_key=SECRET) as srv:
+        sim = sim_for(srv.base_url, reply_attempts=3)
+        res = call(sim)
+        assert res.status == "simulator_error" and res.metadata["error_kind"] == "http_4xx"
+        assert srv.refused == 1  # a 401 is not "the server refused response_format": no second request
+    assert "refused the API key" in caplog.text and "retrying without it" not in caplog.text
+
+
+def test_a_wrong_key_is_refused_and_an_unreadable_key_file_stops_start_up(tmp_path):
+    with ScriptedServer(lambda req, n: GOOD, api_key=SECRET) as srv:
+        sim = sim_for(srv.base_url, api_key="sk-wrong")
+        assert call(sim).status == "simulator_error" and srv.refused == 1
+        for bad, why in ((str(tmp_path / "missing"), "cannot be read"), (key_file(tmp_path, "\n"), "found nothing")):
+            try:
+                sim_for(srv.base_url, api_key_file=bad)
+            except ValueError as e:
+                assert bad in str(e) and why in str(e)
+            else:
+                raise AssertionError("a key file that holds no key must stop start-up")

@@ -14,7 +14,8 @@ function is a coroutine, which verl's reward managers detect (``inspect.iscorout
 Keyword arguments (all optional):
     judge: "llm" | "offline_proxy" | "none". Default: "llm" when ``judge_base_urls`` is given, else
         "offline_proxy" (a deterministic grounding heuristic, with a one-time warning: not for real training).
-    judge_base_urls, judge_model, judge_api_key, judge_timeout_s (30), judge_max_retries (3),
+    judge_base_urls, judge_model, judge_api_key, judge_api_key_file (a file holding the key: what the recipes pass,
+    so the key stays out of the logged config), judge_timeout_s (30), judge_max_retries (3),
     judge_max_concurrency (64), judge_max_tokens (512), judge_deadline_s (None), judge_structured_output (False),
     judge_parse_retries (0): the LLM judge and its shared ``slca_verl.sgls.client.ChatClient``.
     judge_noise_sigma (0), judge_noise_seed (0): wrap the judge in a :class:`~slca_verl.rewards.judge.NoisyJudge`
@@ -77,7 +78,7 @@ def get_judge(kwargs: dict) -> Judge | None:
             float(kwargs.get("judge_timeout_s", 30.0)), int(kwargs.get("judge_max_retries", 3)),
             int(kwargs.get("judge_max_concurrency", 64)), int(kwargs.get("judge_max_tokens", 512)),
             kwargs.get("judge_deadline_s"), bool(kwargs.get("judge_structured_output", False)),
-            int(kwargs.get("judge_parse_retries", 0)),
+            int(kwargs.get("judge_parse_retries", 0)), kwargs.get("judge_api_key_file"),
         )  # fmt: skip
     else:
         raise ValueError(f"HierR judge must be 'llm', 'offline_proxy' or 'none', got {kind!r}")
@@ -109,9 +110,10 @@ def _build(key: tuple) -> Judge:
         return OfflineProxyJudge(saturation=key[1])
     from slca_verl.sgls.client import ChatClient  # the project's one HTTP client, shared with SGLS
 
-    _, urls, model, api_key, timeout_s, retries, concurrency, max_tokens, deadline, structured, parse_retries = key
-    client = ChatClient(list(urls), model, api_key=api_key, timeout_s=timeout_s, max_retries=retries,
-                        max_concurrency=concurrency)
+    _, urls, model, api_key, timeout_s, retries, concurrency, max_tokens, deadline, structured, parse_retries, \
+        key_file = key
+    client = ChatClient(list(urls), model, api_key=api_key, api_key_file=key_file, timeout_s=timeout_s,
+                        max_retries=retries, max_concurrency=concurrency)
     return LLMJudge(client, max_tokens=max_tokens, timeout_s=deadline, parse_retries=parse_retries,
                     structured_output=structured)
 

@@ -23,6 +23,7 @@ import asyncio
 import codecs
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -109,7 +110,9 @@ class ChatClient:
     Args:
         base_urls: one URL or a list; ``http://host:port`` and ``http://host:port/v1`` are both accepted.
         model: the served model name sent in every request.
-        api_key: sent as ``Authorization: Bearer``; None for local vLLM servers.
+        api_key: sent as ``Authorization: Bearer``; None for a server that asks for no key.
+        api_key_file: a file holding the key (whitespace around it ignored), read once here; used when ``api_key``
+            is None (``recipes/serve_*.sh`` write ``$SERVICES_DIR/api_key``, mode 0600). The key is never logged.
         timeout_s: wall-clock limit of one HTTP attempt (queueing for the semaphore is not counted).
         max_retries: extra attempts after the first (so at most ``1 + max_retries`` HTTP requests per call).
         backoff_s: base of the exponential backoff, ``backoff_s * 2**k`` times a jitter in [0.5, 1].
@@ -123,6 +126,7 @@ class ChatClient:
         model: str,
         *,
         api_key: str | None = None,
+        api_key_file: str | None = None,
         timeout_s: float = 30.0,
         max_retries: int = 3,
         backoff_s: float = 0.5,
@@ -140,6 +144,8 @@ class ChatClient:
         self.max_concurrency = int(max_concurrency)
         self.unhealthy_cooldown_s = float(unhealthy_cooldown_s)
         self._headers = {"Content-Type": "application/json"}
+        if not api_key and api_key_file:
+            api_key = read_api_key(api_key_file)
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._lock = threading.Lock()  # metrics and replica state are shared by every loop/thread
@@ -389,6 +395,21 @@ class ChatClient:
         if not isinstance(content, str):
             raise ChatClientError("bad_response", f"{rep.base_url}: message.content is {type(content).__name__}", status)
         return content, choice.get("finish_reason"), data.get("usage") or {}
+
+
+def read_api_key(path: str) -> str:
+    """The API key in ``path`` (stripped). Raises ValueError naming the file, never its content, when the file
+    cannot be read or holds no key: a run pointed at a key must not silently go out without one."""
+    path = os.path.expanduser(str(path))
+    try:
+        with open(path, encoding="utf-8") as f:
+            key = f.read().strip()
+    except OSError as e:
+        raise ValueError(f"api_key_file {path}: cannot be read ({type(e).__name__}: {e.strerror or e})") from None
+    if not key or any(c.isspace() for c in key):
+        raise ValueError(f"api_key_file {path}: expected one key on one line, found "
+                         f"{'nothing' if not key else 'whitespace inside it'}")  # fmt: skip
+    return key
 
 
 def latency_summary(sorted_latencies: list[float], prefix: str = "latency") -> dict:

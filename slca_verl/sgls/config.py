@@ -37,7 +37,8 @@ class SGLSConfig:
     # openai backend (a ``vllm serve`` deployment or any OpenAI-compatible server)
     base_urls: list[str] = field(default_factory=list)
     model: str = ""
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr / log line
+    api_key_file: str | None = None  # a file holding the key (recipes/serve_*.sh write $SERVICES_DIR/api_key)
     temperature: float = 0.6
     max_tokens: int = 1024
     timeout_s: float = 60.0

@@ -43,6 +43,7 @@ class OpenAIBackend:
             config.base_urls,
             config.model,
             api_key=config.api_key,
+            api_key_file=config.api_key_file,
             timeout_s=config.timeout_s,
             max_retries=config.max_retries,
             backoff_s=config.backoff_s,
@@ -88,6 +89,9 @@ class OpenAIBackend:
                     seed=self._seed(tool, arguments, attempt),
                 )
             except ChatClientError as e:
+                if e.status in (401, 403):  # a wrong / missing API key is no reason to drop structured output
+                    raise SimulatorFailure(e.kind, f"{e.message} (the simulator server refused the API key: set "
+                                           "api_key_file / api_key in the SGLS config)", attempt + 1) from e
                 if e.kind == "http_4xx" and fmt is not None and attempt + 1 < self.config.reply_attempts:
                     # e.g. a grammar backend that cannot compile this schema: fall back to the repair/retry path
                     logger.warning("sgls: server refused response_format for %s (%s); retrying without it",
