@@ -9,7 +9,7 @@ Recognised folders (:func:`detect`):
   ``train`` split, or the only one; point ``--input`` at ``DIR/<split>`` for another;
 - ``arrow_cache``: a ``datasets`` cache folder (``dataset_info.json`` + ``<name>-<split>[-NNNNN-of-NNNNN].arrow``),
   its ``train`` arrow files (or all of them when none is named ``train``) read with ``Dataset.from_file``;
-- ``snapshot``: a Hub repository snapshot (``huggingface-cli download --local-dir`` or
+- ``snapshot``: a Hub repository snapshot (``hf download --local-dir`` or
   ``~/.cache/huggingface/hub/datasets--<owner>--<name>/snapshots/<rev>``) whose ``.parquet`` / ``.json`` / ``.jsonl``
   files lie in sub-folders. Parquet files are read with ``load_dataset("parquet", data_files=[...], streaming=True)``
   so no arrow copy is written; point ``--input`` at one config's folder when configs differ in columns.
@@ -52,7 +52,7 @@ def missing_input(path: str) -> FileNotFoundError:
     hint = ""
     if re.fullmatch(r"[\w.-]+/[\w.-]+", path) and not path.endswith(DATA_EXTS):
         hint = (f" {path!r} looks like a Hub dataset id: nothing is downloaded at run time, so fetch it first, e.g. "
-                f"`huggingface-cli download --repo-type dataset {path} --local-dir data/{path.split('/')[1]}`, "
+                f"`hf download --repo-type dataset {path} --local-dir data/{path.split('/')[1]}`, "
                 "and pass that folder.")
     return FileNotFoundError(
         f"input not found: expected the data at {where} (a .parquet/.json/.jsonl file, a folder of them, or a local "
