@@ -82,12 +82,15 @@ def check_ppo(cfg) -> dict:
         # runs the estimator's own settings parser on the composed algorithm section: typos under +algorithm.<name> fail
         fn(token_level_rewards=torch.zeros(2, 3), response_mask=torch.ones(2, 3), index=np.array(["a", "a"]),
            config=algo)  # fmt: skip
-    if estimator == "gdpo":
+    if estimator in ("gdpo", "gdpo_v1"):
         if not algo.get("gdpo_reward_keys"):
-            raise ValueError("gdpo needs +algorithm.gdpo_reward_keys (e.g. [r_tool,r_sum])")
-        if cfg.trainer.use_v1:
+            raise ValueError(f"{estimator} needs +algorithm.gdpo_reward_keys (e.g. [r_tool,r_sum])")
+        if estimator == "gdpo" and cfg.trainer.use_v1:
             raise ValueError("gdpo reads reward keys from non_tensor_batch, which only verl's legacy trainer fills: "
-                             "set trainer.use_v1=false")  # fmt: skip
+                             "set trainer.use_v1=false, or use gdpo_v1 with trainer.v1.trainer_mode=slca_sync")
+        if estimator == "gdpo_v1" and not (cfg.trainer.use_v1 and cfg.trainer.v1.trainer_mode == "slca_sync"):
+            raise ValueError("gdpo_v1 gets its reward components from the slca_sync trainer: set trainer.use_v1=true "
+                             "and trainer.v1.trainer_mode=slca_sync")
 
     mode = None
     if cfg.trainer.use_v1:

@@ -151,8 +151,8 @@ case "${ADV_ESTIMATOR}" in
   toolpo)    REWARD_LAYOUT=toolpo; TRAINER_MODE=slca_sync
              ESTIMATOR_ARGS=(+algorithm.toolpo.lambda_action="${LAMBDA_ACTION}") ;;
   rltr)      REWARD_LAYOUT=rltr;   TRAINER_MODE=slca_sync; ESTIMATOR_ARGS=() ;;
-  gdpo)      # verl's gdpo reads the components from non_tensor_batch, which only the legacy trainer fills
-             REWARD_LAYOUT=scalar; TRAINER_MODE=sync; USE_V1=false
+  gdpo)      # verl's gdpo function as gdpo_v1: slca_sync hands it the components the v1 trainer does not pass
+             REWARD_LAYOUT=scalar; TRAINER_MODE=slca_sync; ADV_ESTIMATOR=gdpo_v1
              ESTIMATOR_ARGS=('+algorithm.gdpo_reward_keys=[r_tool,r_sum]') ;;
   *) echo "unknown ADV_ESTIMATOR=${ADV_ESTIMATOR} (slca_grpo | grpo | toolpo | rltr | gdpo)" >&2; exit 2 ;;
 esac

@@ -9,8 +9,14 @@ re-implemented them), so a baseline run differs from the SLCA run by one overrid
 and the agent loop's reward layout of the same name (``toolpo`` / ``rltr``, see :mod:`slca_verl.reward_layout`)
 places HierR's ``toolpo_*`` / ``rltr_*`` keys (:mod:`slca_verl.rewards.baselines`) where the estimator reads them.
 
-The third baseline, GDPO, is verl's own ``gdpo``; it reads reward components from ``non_tensor_batch`` (only on
-verl's legacy trainer, see docs/recipes.md), so it needs no code here.
+The third baseline, GDPO, is verl's own ``gdpo`` (``compute_gdpo_outcome_advantage``), which reads the reward
+components from ``non_tensor_batch``: only verl's legacy trainer fills it, and verl 0.9.1's v1 trainer hands an
+estimator ``uid`` alone, so ``gdpo`` fails there on its own assertion. ``gdpo_v1`` is the same function for the v1
+trainer: the ``slca_sync`` trainer fetches the rows' ``reward_extra_info`` from TransferQueue and hands the
+``algorithm.gdpo_reward_keys`` components to it (:func:`gdpo_components`), so GDPO runs in the same trainer, with
+the same rollout and reward, as every other method::
+
+    algorithm.adv_estimator=gdpo_v1 trainer.v1.trainer_mode=slca_sync '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'
 
 Segments follow ``slca_grpo`` exactly: explicit ids (keyword ``segment_ids`` or
 :func:`slca_verl.segments.current_explicit_segment_ids`), else response_mask runs (last run = summary).
@@ -19,12 +25,14 @@ Everything is vectorised over the batch: no Python loop over samples, groups or 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
-from verl.trainer.ppo.core_algos import register_adv_est
+from verl.trainer.ppo.core_algos import compute_gdpo_outcome_advantage, register_adv_est
 
 from slca_verl import segments
 from slca_verl.core_algos import (
@@ -216,3 +224,71 @@ def compute_rltr_advantage(
         a_plan = group_zscore(r_plan, present, gidx, num_groups, cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"])
         advantages = (tool_f * a_plan.unsqueeze(-1)).to(advantage_dtype(token_level_rewards, response_mask))
     return advantages, advantages
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GDPO on the v1 trainer
+
+GDPO_V1 = "gdpo_v1"
+_GDPO_COMPONENTS: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("slca_gdpo_components", default=None)
+
+
+@contextlib.contextmanager
+def gdpo_components(components: dict[str, np.ndarray]) -> Iterator[None]:
+    """Make the per-row reward components (``{key: (bs,) float array}``, in the batch's row order) visible to
+    ``gdpo_v1`` for the duration of the block (set by ``slca_sync``)."""
+    token = _GDPO_COMPONENTS.set(components)
+    try:
+        yield
+    finally:
+        _GDPO_COMPONENTS.reset(token)
+
+
+@register_adv_est(GDPO_V1)
+def compute_gdpo_v1_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Optional[Any] = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's GDPO (arXiv 2601.05242) with its reward components handed over by ``slca_sync``.
+
+    For each key k of ``algorithm.gdpo_reward_keys`` (weights ``algorithm.gdpo_reward_weights``, default 1)::
+
+        A_k = group z-score of component k          (verl's compute_grpo_outcome_advantage)
+        A   = masked_whiten(Σ_k w_k A_k) * response_mask     (one value per response, on every token)
+
+    computed by verl's own ``compute_gdpo_outcome_advantage``; this function only builds the arguments verl's legacy
+    trainer would pass (each component on the row's last position: GRPO sums a row's rewards, so where it sits does
+    not matter).
+
+    Args:
+        token_level_rewards: `(torch.Tensor)` shape (bs, response_length); not used (the components replace it).
+        response_mask: `(torch.Tensor)` shape (bs, response_length).
+        index: `(np.ndarray)` shape (bs,): the GRPO group (uid) of each row.
+
+    Returns:
+        advantages, returns: `(torch.Tensor)` shape (bs, response_length), equal.
+
+    Raises:
+        RuntimeError: outside ``slca_sync`` (nothing handed the components over), naming the setting.
+        ValueError: ``algorithm.gdpo_reward_keys`` unset, or a key the rows' reward does not have.
+    """
+    components = _GDPO_COMPONENTS.get()
+    if components is None:
+        raise RuntimeError(f"{GDPO_V1}: the reward components come from the slca_sync trainer; set "
+                           "trainer.v1.trainer_mode=slca_sync (or use verl's gdpo on the legacy trainer)")
+    keys = list(config.get("gdpo_reward_keys", None) or []) if config is not None else []
+    if not keys:
+        raise ValueError(f"{GDPO_V1} needs algorithm.gdpo_reward_keys, e.g. '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'")
+    missing = [k for k in keys if k not in components]
+    if missing:
+        raise ValueError(f"{GDPO_V1}: algorithm.gdpo_reward_keys {missing} are not in the rows' reward extra info "
+                         f"(it has {sorted(components)})")
+    bs, L = response_mask.shape
+    batch = {"prompts": torch.zeros(bs, 0, dtype=torch.long), "attention_mask": torch.ones(bs, L, dtype=torch.long)}
+    return compute_gdpo_outcome_advantage(
+        token_level_rewards=token_level_rewards, response_mask=response_mask, index=index, config=config,
+        non_tensor_batch={k: np.asarray(components[k], dtype=np.float32) for k in keys}, batch=batch,
+    )

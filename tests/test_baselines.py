@@ -316,7 +316,7 @@ def test_verl_gdpo_normalises_hierr_components_taken_from_non_tensor_batch(algo_
 
 
 def test_verl_gdpo_cannot_run_on_the_fields_the_v1_trainer_fetches(algo_cfgs):
-    """Pins a verl 0.9.1 fact behind the GDPO recipe's trainer.use_v1=false: the v1 advantage step fetches only uid,
+    """Pins the verl 0.9.1 fact behind gdpo_v1 (slca_sync hands gdpo its components): the v1 step fetches only uid,
     response_mask and rm_scores, so gdpo finds neither its reward keys nor the prompts it locates them with."""
     from verl import DataProto
     from verl.trainer.ppo.ray_trainer import compute_advantage

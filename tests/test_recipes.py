@@ -22,12 +22,12 @@ RL_RECIPES = {
     "run_qwen7b_grpo.sh": "grpo",
     "run_qwen7b_toolpo.sh": "toolpo",
     "run_qwen7b_rltr.sh": "rltr",
-    "run_qwen7b_gdpo.sh": "gdpo",
+    "run_qwen7b_gdpo.sh": "gdpo_v1",
     "run_qwen3b_slca.sh": "slca_grpo",
     "run_smoke_1gpu.sh": "slca_grpo",
     "run_cpu_tiny_slca.sh": "slca_grpo",
 }
-EXPECTED_LAYOUT = {"slca_grpo": "slca", "grpo": "scalar", "toolpo": "toolpo", "rltr": "rltr", "gdpo": "scalar"}
+EXPECTED_LAYOUT = {"slca_grpo": "slca", "grpo": "scalar", "toolpo": "toolpo", "rltr": "rltr", "gdpo_v1": "scalar"}
 
 
 def recipe_args(name: str, out_dir: str, **env) -> list[str]:
@@ -83,7 +83,7 @@ def test_every_recipe_composes_against_verl_config_and_passes_its_validation(com
         assert summary["adv_estimator"] == estimator
         assert summary["reward_layout"] == EXPECTED_LAYOUT[estimator]
         assert summary["agent_loop"] == "slca_tool_agent"
-        assert summary["use_v1"] is (estimator != "gdpo")
+        assert summary["use_v1"] is True  # every method in the same (v1) trainer, gdpo included as gdpo_v1
         assert cfg.reward.custom_reward_function.path == "pkg://slca_verl.agent_loop.reward"
     else:
         assert summary["messages_key"] == "messages"
@@ -211,11 +211,11 @@ def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
     [
         (["+algorithm.slca.lamda_tool=2"], "unknown keys under algorithm.slca"),
         (["algorithm.adv_estimator=no_such_estimator"], "no_such_estimator"),
-        (["trainer.use_v1=true"], "set trainer.use_v1=false"),  # on the gdpo recipe
+        (["trainer.v1.trainer_mode=sync"], "gdpo_v1 gets its reward components from the slca_sync trainer"),
     ],
 )
 def test_the_composer_rejects_typos_unregistered_names_and_unsupported_combinations(composed, bad, message):
-    base = composed["run_qwen7b_gdpo.sh" if "use_v1" in bad[0] else "run_qwen7b_slca.sh"][0]
+    base = composed["run_qwen7b_gdpo.sh" if "trainer_mode" in bad[0] else "run_qwen7b_slca.sh"][0]
     with pytest.raises(Exception, match=message):
         compose_check.check(compose_check.PPO, [*base, *bad])
 

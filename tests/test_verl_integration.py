@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 import verl
@@ -168,8 +169,9 @@ def test_ray_trainer_compute_advantage_writes_segment_locked_advantages():
 # v1 trainer: TrainerBase._compute_advantage with a real TransferQueue
 
 
-def put_rows(tq, rewards, mask, index, ids=None, partition="train", tag=""):
-    """Store one jagged row per response, the way AgentLoopWorkerTQ does, trimmed after its last token."""
+def put_rows(tq, rewards, mask, index, ids=None, partition="train", tag="", extras=None):
+    """Store one jagged row per response, the way AgentLoopWorkerTQ does, trimmed after its last token (``extras``:
+    one reward_extra_info dict per row, stored under extra_fields as the agent loop's output carries it)."""
     from transfer_queue.metadata import KVBatchMeta
     from verl.trainer.ppo.v1.agent_loop_tq import list_of_dict_to_tensordict
 
@@ -179,6 +181,8 @@ def put_rows(tq, rewards, mask, index, ids=None, partition="train", tag=""):
         row = {"uid": str(index[i]), "response_mask": mask[i, :n].long(), "rm_scores": rewards[i, :n].float()}
         if ids is not None:
             row[segments.SEGMENT_IDS_FIELD] = ids[i, :n].to(torch.int8)
+        if extras is not None:
+            row["extra_fields"] = {"reward_extra_info": extras[i]}
         fields.append(row)
         keys.append(f"{index[i]}{tag}_{i}_0")
     tq.kv_batch_put(keys=keys, partition_id=partition, fields=list_of_dict_to_tensordict(fields), tags=[{}] * len(keys))
@@ -281,3 +285,84 @@ def test_reward_extra_metrics_average_every_numeric_key_and_skip_the_rest():
             {"r_tool": 0.5, "success": False, "reason": "", "n": 1, "bad": 2.0, "arr": np.zeros(2)}, {}]
     assert reward_extra_metrics(rows) == {"reward_extra/bad/mean": 2.0, "reward_extra/n/mean": 2.0,
                                           "reward_extra/r_tool/mean": 0.75, "reward_extra/success/mean": 0.5}
+
+
+def test_gdpo_v1_in_slca_sync_equals_verls_gdpo_on_the_legacy_trainers_fields(transfer_queue):
+    """GDPO in the same v1 trainer as the other methods: slca_sync reads r_tool / r_sum from the rows' reward extra
+    info in TransferQueue and hands them to verl's own gdpo function; the advantages equal what verl's gdpo computes
+    from non_tensor_batch on the legacy trainer."""
+    from verl import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    rewards, mask, index = make_batch(15, bs=12, L=24, max_turns=2, group_size=4)
+    rng = np.random.default_rng(15)
+    r_tool, r_sum = rng.random(12).astype(np.float32), rng.random(12).astype(np.float32)
+    extras = [{"r_tool": float(a), "r_sum": float(b), "score": float(a + b)} for a, b in zip(r_tool, r_sum)]
+    meta = put_rows(transfer_queue, rewards, mask, index, tag="gdpo", extras=extras)
+    cfg = compose_ppo("algorithm.adv_estimator=gdpo_v1", "trainer.v1.trainer_mode=slca_sync",
+                      "+algorithm.gdpo_reward_keys=[r_tool,r_sum]")
+    bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics={})
+    adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 24)
+
+    legacy = compose_ppo("algorithm.adv_estimator=gdpo", "+algorithm.gdpo_reward_keys=[r_tool,r_sum]").algorithm
+    P = 2
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask, "prompts": torch.zeros(12, P),
+                 "attention_mask": torch.cat([torch.ones(12, P, dtype=torch.long), mask.long()], dim=1)},
+        non_tensors={"uid": np.array(index, dtype=object), "r_tool": r_tool, "r_sum": r_sum})
+    expected = compute_advantage(data, adv_estimator="gdpo", config=legacy).batch["advantages"]
+    torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
+    assert torch.count_nonzero(expected) > 0
+
+
+def test_gdpo_v1_outside_slca_sync_or_without_its_keys_fails_naming_the_setting():
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    from slca_verl.baselines import gdpo_components
+
+    fn = get_adv_estimator_fn("gdpo_v1")
+    cfg = compose_ppo("algorithm.adv_estimator=gdpo_v1", "+algorithm.gdpo_reward_keys=[r_tool,r_sum]").algorithm
+    args = dict(token_level_rewards=torch.zeros(2, 3), response_mask=torch.ones(2, 3), index=np.array(["a", "a"]))
+    with pytest.raises(RuntimeError, match="trainer.v1.trainer_mode=slca_sync"):
+        fn(config=cfg, **args)
+    with gdpo_components({"r_tool": np.zeros(2)}), pytest.raises(ValueError, match=r"\['r_sum'\]"):
+        fn(config=cfg, **args)
+
+
+def test_slca_sync_logs_how_much_of_the_judges_noise_reaches_tool_tokens(transfer_queue):
+    """slca/corr_adv_tool_judge_noise: GRPO puts the noisy total on tool tokens (the correlation is that of its
+    advantages with the noise, hand-computed from verl's own grpo); SLCA-GRPO keeps the tool segment's credit to
+    r_tool, which the noise does not touch (correlation 0 when r_tool is constant within groups)."""
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    bs, L = 16, 10
+    index = np.array([f"q{i // 4}" for i in range(bs)], dtype=object)
+    mask = torch.ones(bs, L)
+    mask[:, 4:6] = 0  # tool turn 0-3, observation 4-5, summary 6-9
+    ids = torch.tensor([[1, 1, 1, 1, 0, 0, 2, 2, 2, 2]] * bs, dtype=torch.int8)
+    rng = np.random.default_rng(16)
+    noise = rng.normal(0, 1.0, bs)
+    r_tool = rng.random(bs)  # independent of the noise
+    r_sum = np.clip(0.5 + noise / 4, 0, 1)
+    extras = [{"r_tool": float(a), "r_sum": float(b), "judge_noise": float(n), "judge_used": 1}
+              for a, b, n in zip(r_tool, r_sum, noise)]
+    metrics = {}
+    for estimator, layout in (("grpo", "scalar"), ("slca_grpo", "slca")):
+        rewards = torch.zeros(bs, L)
+        if layout == "slca":
+            rewards[:, 3], rewards[:, 9] = torch.tensor(r_tool), torch.tensor(r_sum)
+        else:
+            rewards[:, 9] = torch.tensor(r_tool + r_sum)
+        meta = put_rows(transfer_queue, rewards, mask, index, ids=ids, tag=f"noise{estimator}", extras=extras)
+        cfg = compose_ppo(f"algorithm.adv_estimator={estimator}", "trainer.v1.trainer_mode=slca_sync")
+        metrics[estimator] = {}
+        bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics=metrics[estimator])
+    def corr_with_noise(per_row_rewards):  # verl's own grpo on one number per row, correlated with the noise
+        adv, _ = compute_grpo_outcome_advantage(torch.tensor(per_row_rewards, dtype=torch.float32)[:, None],
+                                                torch.ones(bs, 1), index)
+        return np.corrcoef(adv[:, 0].numpy(), noise)[0, 1]
+
+    # GRPO: the tool tokens' advantage is the z-scored total; SLCA-GRPO: the z-scored r_tool alone
+    assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool + r_sum), abs=1e-5)
+    assert metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool), abs=1e-5)
+    assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] > abs(metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"])
