@@ -29,15 +29,20 @@ TASK=${TASK:-cpu_task}                           # cpu_task | xlam
 CACHE_DIR=${CACHE_DIR:-${HOME}/.cache/slca_verl}
 JUDGE_NOISE=${JUDGE_NOISE:-0}                    # σ of the judge's noise (NoisyJudge, in r_sum units)
 case "${TASK}" in
-  cpu_task) WARMUP_STEPS=${WARMUP_STEPS:-60}; WARMUP_LR=${WARMUP_LR:-1e-2}; VOCAB_SIZE=${VOCAB_SIZE:-1024}
-            SAMPLE=${REPO_ROOT}/data_prep/cpu_task.py; DATA_NAME=cpu_task ;;
+  # cpu_task: the warm-up sees half of the training rows (WARMUP_SHARE), so RL meets training prompts it has not
+  # memorised; 240 steps teach the format and the tool choice, and leave argument copying to learn (measured with
+  # seed 0: greedy validation tool accuracy 11 %, 65 % on the training rows, chat prompts 100 % abstained)
+  cpu_task) WARMUP_STEPS=${WARMUP_STEPS:-240}; WARMUP_LR=${WARMUP_LR:-1e-2}; VOCAB_SIZE=${VOCAB_SIZE:-1024}
+            WARMUP_SHARE=${WARMUP_SHARE:-0.5}; SAMPLE=${REPO_ROOT}/data_prep/cpu_task.py; DATA_NAME=cpu_task
+            BATCH_DEFAULTS=(4 4 4 4 8); TEST_FREQ_DEFAULT=5; VAL_BEFORE_TRAIN_DEFAULT=true ;;
   xlam)     WARMUP_STEPS=${WARMUP_STEPS:-100}; WARMUP_LR=${WARMUP_LR:-1e-2}; VOCAB_SIZE=${VOCAB_SIZE:-0}
-            SAMPLE=${SAMPLE:-${REPO_ROOT}/examples/data/quickstart_xlam.json}; DATA_NAME=xlam ;;
+            WARMUP_SHARE=${WARMUP_SHARE:-1}; SAMPLE=${SAMPLE:-${REPO_ROOT}/examples/data/quickstart_xlam.json}
+            DATA_NAME=xlam; BATCH_DEFAULTS=(2 4 2 2 2); TEST_FREQ_DEFAULT=-1; VAL_BEFORE_TRAIN_DEFAULT=false ;;
   *) echo "unknown TASK=${TASK} (cpu_task | xlam)" >&2; exit 2 ;;
 esac
 # the cache key: seed, task, warm-up budget, vocabulary, and the builder's and the data's code (a change rebuilds)
 BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" | sha1sum | cut -c1-10)
-TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}_v${VOCAB_SIZE}_${BUILD_KEY}}
+TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_v${VOCAB_SIZE}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
 
 build_tiny() {  # data + model, once per TINY_DIR
@@ -48,7 +53,8 @@ build_tiny() {  # data + model, once per TINY_DIR
   else
     python3 -m data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
   fi
-  python3 -m slca_verl.cpu.tiny_model gold --rl "${tmp}/data/${DATA_NAME}_train.parquet" --out "${tmp}/sft" --seed "${SEED}"
+  python3 -m slca_verl.cpu.tiny_model gold --rl "${tmp}/data/${DATA_NAME}_train.parquet" --out "${tmp}/sft" \
+    --seed "${SEED}" --share "${WARMUP_SHARE}"
   local vocab=()
   [[ "${VOCAB_SIZE}" != 0 ]] && vocab=(--vocab_from "${tmp}/sft/sft_train.parquet" --vocab_size "${VOCAB_SIZE}")
   python3 -m slca_verl.cpu.tiny_model init --out "${tmp}/init" --seed "${SEED}" "${vocab[@]}"
@@ -68,9 +74,12 @@ export VAL_FILES=${VAL_FILES:-${TINY_DIR}/data/${DATA_NAME}_val.parquet}
 export EXPERIMENT_NAME=${EXPERIMENT_NAME:-cpu_tiny_${ADV_ESTIMATOR}_seed${SEED}}
 export OUTPUT_DIR=${OUTPUT_DIR:-${RUN_ROOT}/${EXPERIMENT_NAME}}
 export NNODES=1 N_GPUS_PER_NODE=${N_GPUS_PER_NODE:-1}   # FSDP ranks (gloo); logical GPUs for Ray's scheduling
-export TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-2} ROLLOUT_N=${ROLLOUT_N:-4}
-export PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-2} PPO_MICRO_BATCH_SIZE_PER_GPU=${PPO_MICRO_BATCH_SIZE_PER_GPU:-2}
-export LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-2}   # logits over 151,936 tokens: ~1 GB per 1k tokens
+# batch, rollouts per prompt, PPO mini-batch, micro-batch, log-prob micro-batch: with the full Qwen3 vocabulary (xlam)
+# logits cost ~1 GB per 1k tokens, so micro-batches of 2; the cpu_task's 1,024-token vocabulary affords 16 rollouts
+export TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-${BATCH_DEFAULTS[0]}} ROLLOUT_N=${ROLLOUT_N:-${BATCH_DEFAULTS[1]}}
+export PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-${BATCH_DEFAULTS[2]}}
+export PPO_MICRO_BATCH_SIZE_PER_GPU=${PPO_MICRO_BATCH_SIZE_PER_GPU:-${BATCH_DEFAULTS[3]}}
+export LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-${BATCH_DEFAULTS[4]}}
 export ACTOR_LR=${ACTOR_LR:-1e-4}                 # a tiny model needs a larger step than the 7B's 1e-6 to move
 export MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-1024} MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-192}
 export MAX_MODEL_LEN=${MAX_MODEL_LEN:-1280} MAX_NUM_SEQS=${MAX_NUM_SEQS:-8} AGENT_NUM_WORKERS=${AGENT_NUM_WORKERS:-1}
@@ -78,7 +87,8 @@ export MAX_ASSISTANT_TURNS=${MAX_ASSISTANT_TURNS:-3} MAX_USER_TURNS=${MAX_USER_T
 export MAX_PARALLEL_CALLS=${MAX_PARALLEL_CALLS:-4}
 export MODEL_DTYPE=float32
 export TOTAL_EPOCHS=${TOTAL_EPOCHS:-1000} TOTAL_TRAINING_STEPS=${TOTAL_TRAINING_STEPS:-5}
-export SAVE_FREQ=${SAVE_FREQ:-${TOTAL_TRAINING_STEPS}} TEST_FREQ=${TEST_FREQ:--1} VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-false}
+export SAVE_FREQ=${SAVE_FREQ:-${TOTAL_TRAINING_STEPS}} TEST_FREQ=${TEST_FREQ:-${TEST_FREQ_DEFAULT}}
+export VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-${VAL_BEFORE_TRAIN_DEFAULT}}
 export RESUME_MODE=${RESUME_MODE:-disable}
 export LOGGER=${LOGGER:-'["console","file"]'}
 if [[ -n "${OPENAI_BASE_URL:-}" ]]; then            # one switch: SGLS and the judge on an OpenAI-compatible server
@@ -92,7 +102,8 @@ fi
 NOISE_ARGS=()
 [[ "${JUDGE_NOISE}" != 0 ]] && NOISE_ARGS=(+reward.custom_reward_function.reward_kwargs.judge_noise_sigma="${JUDGE_NOISE}"
                                           +reward.custom_reward_function.reward_kwargs.judge_noise_seed="${SEED}")
-bash "${RECIPES_DIR}/run_qwen7b_slca.sh" "${NOISE_ARGS[@]}" "$@"
+SEED_ARGS=(actor_rollout_ref.rollout.seed="${SEED}" +data.seed="${SEED}" actor_rollout_ref.actor.data_loader_seed="${SEED}")
+bash "${RECIPES_DIR}/run_qwen7b_slca.sh" "${SEED_ARGS[@]}" "${NOISE_ARGS[@]}" "$@"
 case "${DRY_RUN:-0}" in
   0|false) python3 -m slca_verl.eval.plots --metrics "${OUTPUT_DIR}/metrics.jsonl" --labels "${ADV_ESTIMATOR}" \
              --out_dir "${OUTPUT_DIR}/plots" ;;

@@ -145,8 +145,12 @@ async def _gold_dialogue(row: dict, simulator) -> list[dict] | None:
             + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
 
 
-def gold_dialogues(rl_paths: Sequence[str]) -> list[list[dict]]:
-    """Full gold episodes (call, simulated response, reply) for every row of the RL parquet files."""
+def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0) -> list[list[dict]]:
+    """Full gold episodes (call, simulated response, reply) for the rows of the RL parquet files: all of them, or a
+    seeded ``share`` of them — so that RL then meets training prompts the warm-up never showed it (headroom on the
+    training rows as on the held-out ones)."""
+    import random
+
     import pandas as pd
 
     from slca_verl.sgls import Simulator
@@ -159,6 +163,10 @@ def gold_dialogues(rl_paths: Sequence[str]) -> list[list[dict]]:
             await sim.aclose()
 
     rows = [r for p in rl_paths for r in pd.read_parquet(p).to_dict("records")]
+    if share < 1.0:
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"--share must be in (0, 1], got {share}")
+        rows = random.Random(seed).sample(rows, max(1, round(share * len(rows))))
     return [d for d in asyncio.run(run(rows)) if d]
 
 
@@ -246,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--rl", required=True, nargs="+")
     g.add_argument("--out", required=True)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--share", type=float, default=1.0, help="seeded share of the rows to write episodes for")
     w = sub.add_parser("warmup", help="supervised warm-up on gold episodes (assistant tokens only)")
     w.add_argument("--model", required=True)
     w.add_argument("--sft", required=True, help="sft_train.parquet written by `gold`")
@@ -264,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from data_prep.sft import write
 
-    dialogues = gold_dialogues(args.rl)
+    dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed)
     paths = write(dialogues, args.out, val_ratio=0.0, seed=args.seed)
     logger.info("%d gold episodes -> %s", len(dialogues), paths["train"])
     return 0

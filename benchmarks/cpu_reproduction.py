@@ -1,0 +1,231 @@
+"""The paper's comparison in miniature, inside verl's own trainer on a CPU: GRPO, GDPO, SLCA-GRPO (and SLCA-GRPO with
+the abstention fix) under judge noise, on the generated CPU task, scored by verl's validation on held-out prompts.
+
+    python benchmarks/cpu_reproduction.py                                   # the documented grid (docs/reproduction_cpu.md)
+    python benchmarks/cpu_reproduction.py --methods grpo slca_grpo --sigmas 1 --seeds 11 42 7 --steps 30
+    python benchmarks/cpu_reproduction.py --plot-only docs/results/cpu_reproduction.json
+
+Every run is ``bash recipes/run_cpu_tiny_slca.sh`` (verl's ``main_ppo``: slca_tool_agent → offline SGLS → HierR with
+a NoisyJudge of σ = ``--sigmas`` → TransferQueue → the method's advantages → FSDP2 update), with ``SEED`` the seed of
+the task's split, the tiny model's initialisation and warm-up, the rollout and the data order; ``JUDGE_NOISE`` the
+judge's σ (in r_sum units); ``TEST_FREQ`` how often verl validates greedily on the held-out prompts. What is read
+back from verl's own metrics.jsonl, per run:
+
+    tool accuracy        val-aux/cpu_task/toolpo_success/mean@1       every gold call right, nothing extra
+    abstention accuracy  val-aux/cpu_task_chat/toolpo_success/mean@1  chat prompts answered without a call
+    reply quality        val-aux/cpu_task/r_sum_clean/mean@1          the judge's rating before its noise
+    steps to threshold   first validation step with tool accuracy >= --threshold (None: never)
+    noise leak           mean over training steps of slca/corr_adv_tool_judge_noise (tool advantage vs judge noise)
+
+and the summary gives, per (method, σ), the median and the range over seeds. Seeds are arbitrary integers; the
+models are built once per seed and cached (CACHE_DIR). The machine and the wall time are printed and stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
+
+#: method -> the recipe's environment
+METHODS = {
+    "grpo": {"ADV_ESTIMATOR": "grpo"},
+    "gdpo": {"ADV_ESTIMATOR": "gdpo"},
+    "slca_grpo": {"ADV_ESTIMATOR": "slca_grpo"},
+    "slca_grpo_fix": {"ADV_ESTIMATOR": "slca_grpo", "ABSTENTION_FIX": "1"},
+}
+#: what a run reports -> the key of verl's validation (or training) metrics it is read from
+VAL_KEYS = {
+    "tool_acc": "val-aux/cpu_task/toolpo_success/mean@1",
+    "abstention_acc": "val-aux/cpu_task_chat/toolpo_success/mean@1",
+    "reply_quality": "val-aux/cpu_task/r_sum_clean/mean@1",
+}
+LEAK_KEY = "slca/corr_adv_tool_judge_noise"
+
+
+def read_metrics(path: str) -> dict[int, dict]:
+    """verl's file logger output: ``{step: {metric: value}}`` (lines of one step merged)."""
+    steps: dict[int, dict] = {}
+    if not os.path.exists(path):
+        return steps
+    with open(path) as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            steps.setdefault(int(rec["step"]), {}).update(rec.get("data", {}))
+    return steps
+
+
+def run_summary(metrics: dict[int, dict], threshold: float) -> dict:
+    """The per-run numbers (module docstring) from a run's metrics."""
+    curve = {name: {s: m[key] for s, m in sorted(metrics.items()) if key in m} for name, key in VAL_KEYS.items()}
+    tool = curve["tool_acc"]
+    reached = [s for s, v in tool.items() if v >= threshold]
+    leaks = [m[LEAK_KEY] for m in metrics.values() if LEAK_KEY in m]
+    last = max(tool) if tool else None
+    return {
+        "curve": {k: {str(s): v for s, v in c.items()} for k, c in curve.items()},
+        "start_tool_acc": tool.get(min(tool)) if tool else None,
+        "steps_to_threshold": reached[0] if reached else None,
+        **{f"final_{k}": (curve[k].get(last) if last is not None else None) for k in VAL_KEYS},
+        "noise_leak": statistics.fmean(leaks) if leaks else None,
+    }
+
+
+def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
+    """One training run through the CPU recipe; returns its summary (``failed`` set when the run failed)."""
+    name = f"{method}_sigma{sigma:g}_seed{seed}"
+    env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
+    env.update(METHODS[method])
+    env.update({"SEED": str(seed), "JUDGE_NOISE": f"{sigma:g}", "TOTAL_TRAINING_STEPS": str(args.steps),
+                "TEST_FREQ": str(args.test_freq), "VAL_BEFORE_TRAIN": "true", "SAVE_FREQ": str(args.steps),
+                "RUN_ROOT": out_root, "EXPERIMENT_NAME": name})
+    t0 = time.perf_counter()
+    log_path = os.path.join(out_root, f"{name}.log")
+    os.makedirs(out_root, exist_ok=True)
+    with open(log_path, "w") as log:
+        proc = subprocess.run(["bash", RECIPE, *args.overrides], cwd=REPO, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, timeout=args.run_timeout)
+    seconds = time.perf_counter() - t0
+    summary = run_summary(read_metrics(os.path.join(out_root, name, "metrics.jsonl")), args.threshold)
+    return {"method": method, "sigma": sigma, "seed": seed, "seconds": seconds, "returncode": proc.returncode,
+            "failed": proc.returncode != 0, "log": log_path, **summary}
+
+
+def spread(values: list) -> dict | None:
+    """median, min, max of the values that exist (None: a threshold never reached counts as the run's steps + 1)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def summarise(runs: list[dict], steps: int) -> dict:
+    cells: dict[str, dict] = {}
+    for r in runs:
+        key = f"{r['method']}|{r['sigma']:g}"
+        cells.setdefault(key, []).append(r)
+    out = {}
+    for key, rs in cells.items():
+        ok = [r for r in rs if not r["failed"]]
+        out[key] = {
+            "runs": len(rs), "failed": len(rs) - len(ok),
+            "reached": sum(r["steps_to_threshold"] is not None for r in ok),
+            "steps_to_threshold": spread([r["steps_to_threshold"] if r["steps_to_threshold"] is not None
+                                          else steps + 1 for r in ok]),
+            **{k: spread([r[k] for r in ok]) for k in ("start_tool_acc", "final_tool_acc", "final_abstention_acc",
+                                                        "final_reply_quality", "noise_leak")},
+        }
+    return out
+
+
+def fmt(cell: dict | None, pct: bool = False) -> str:
+    if not cell:
+        return "—"
+    f = (lambda v: f"{100 * v:.0f}") if pct else (lambda v: f"{v:.2f}" if isinstance(v, float) else str(v))
+    return f"{f(cell['median'])} [{f(cell['min'])}, {f(cell['max'])}]"
+
+
+def table(summary: dict, steps: int, threshold: float) -> str:
+    lines = [f"| method | σ | runs reaching {100 * threshold:.0f} % | steps to threshold | tool acc % start → final "
+             "| abstention % | reply quality | noise leak r |", "|---|---|---|---|---|---|---|---|"]
+    for key in sorted(summary, key=lambda k: (float(k.split("|")[1]), list(METHODS).index(k.split("|")[0]))):
+        method, sigma = key.split("|")
+        c = summary[key]
+        stt = fmt(c["steps_to_threshold"]).replace(str(steps + 1), f">{steps}")
+        lines.append(f"| {method} | {sigma} | {c['reached']}/{c['runs'] - c['failed']} | {stt} | "
+                     f"{fmt(c['start_tool_acc'], True)} → {fmt(c['final_tool_acc'], True)} | "
+                     f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | {fmt(c['noise_leak'])} |")
+    return "\n".join(lines)
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sigmas = sorted({r["sigma"] for r in result["runs"]})
+    fig, axes = plt.subplots(1, len(sigmas), figsize=(5 * len(sigmas), 3.6), squeeze=False)
+    for ax, sigma in zip(axes[0], sigmas):
+        for method in METHODS:
+            rs = [r for r in result["runs"] if r["method"] == method and r["sigma"] == sigma and not r["failed"]]
+            if not rs:
+                continue
+            steps = sorted({int(s) for r in rs for s in r["curve"]["tool_acc"]})
+            med, lo, hi = [], [], []
+            for s in steps:
+                vals = [r["curve"]["tool_acc"][str(s)] for r in rs if str(s) in r["curve"]["tool_acc"]]
+                med.append(statistics.median(vals)); lo.append(min(vals)); hi.append(max(vals))  # noqa: E702
+            ax.plot(steps, med, marker="o", label=method)
+            ax.fill_between(steps, lo, hi, alpha=0.15)
+        ax.axhline(result["args"]["threshold"], color="grey", ls=":", lw=1)
+        ax.set_title(f"judge noise σ = {sigma:g} ({len(result['args']['seeds'])} seeds: median, range)")
+        ax.set_xlabel("training step (verl)")
+        ax.set_ylabel("validation tool accuracy (held-out)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    ap.add_argument("--sigmas", nargs="+", type=float, default=[0.0, 1.0])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[11, 42, 7], help="arbitrary integers (>= 3 for a claim)")
+    ap.add_argument("--steps", type=int, default=30, help="training steps per run")
+    ap.add_argument("--test_freq", type=int, default=5, help="validate every N steps (and before training)")
+    ap.add_argument("--threshold", type=float, default=0.8, help="validation tool accuracy to reach")
+    ap.add_argument("--run_timeout", type=int, default=3600)
+    ap.add_argument("--out", default=os.path.join(REPO, "docs", "results", "cpu_reproduction.json"))
+    ap.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_reproduction.png"))
+    ap.add_argument("--runs_dir", default=os.path.join(REPO, "outputs", "cpu_reproduction"))
+    ap.add_argument("--plot-only", dest="plot_only", default=None, help="re-plot and re-tabulate an existing JSON")
+    ap.add_argument("overrides", nargs="*", help="extra hydra overrides for every run")
+    args = ap.parse_args(argv)
+    if args.plot_only:
+        result = json.load(open(args.plot_only))
+        plot(result, args.plot)
+        print(table(result["summary"], result["args"]["steps"], result["args"]["threshold"]))
+        return 0
+    if len(args.seeds) < 3:
+        print(f"note: {len(args.seeds)} seed(s): too few for a claim about learning", file=sys.stderr)
+    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+               "python": platform.python_version()}
+    print(f"machine: {machine}", flush=True)
+    t0 = time.perf_counter()
+    runs = []
+    for seed in args.seeds:  # seed-major: each seed's model is built once, by its first run
+        for sigma in args.sigmas:
+            for method in args.methods:
+                r = launch(method, sigma, seed, args, args.runs_dir)
+                runs.append(r)
+                print(f"{method:>14} σ={sigma:g} seed={seed}: {'FAILED ' if r['failed'] else ''}tool acc "
+                      f"{r['start_tool_acc']} -> {r['final_tool_acc']}, threshold at {r['steps_to_threshold']}, "
+                      f"leak {r['noise_leak']}, {r['seconds']:.0f} s", flush=True)
+    wall = time.perf_counter() - t0
+    result = {"args": {k: v for k, v in vars(args).items() if k != "plot_only"}, "machine": machine,
+              "wall_seconds": wall, "runs": runs, "summary": summarise(runs, args.steps)}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    plot(result, args.plot)
+    print(table(result["summary"], args.steps, args.threshold))
+    print(f"wall time {wall / 60:.1f} min on {machine['cpus']} CPUs; {args.out}, {args.plot}")
+    return 1 if any(r["failed"] for r in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
