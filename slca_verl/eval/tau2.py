@@ -67,6 +67,24 @@ def pass_hat_k(simulations: Sequence[dict], k: int) -> float:
     return sum(scores) / len(scores)
 
 
+def read_key(path: str | None) -> str | None:
+    """The API key in ``path`` (stripped), or None without a path.
+
+    Raises:
+        ValueError: the file is missing or empty (a configured key that cannot be read is a start-up error).
+    """
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            key = f.read().strip()
+    except OSError as e:
+        raise ValueError(f"tau2: --user_api_key_file {path!r} cannot be read: {e.strerror}") from None
+    if not key:
+        raise ValueError(f"tau2: --user_api_key_file {path!r} is empty")
+    return key
+
+
 def llm_args(base_url: str, temperature: float, extra: dict | None = None) -> str:
     return json.dumps({"api_base": base_url, "temperature": temperature, **(extra or {})})
 
@@ -87,8 +105,10 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
         cmd += ["--task-ids", *args.task_ids.split(",")]
     elif args.num_tasks:
         cmd += ["--num-tasks", str(args.num_tasks)]
-    # LiteLLM's openai provider wants a key even for a local server
-    env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "local")}
+    # LiteLLM's openai provider wants a key even for a local server; a user simulator served with a key
+    # (recipes/serve_lib.sh) gets it from --user_api_key_file, through the environment (never the logged command):
+    # the policy's own server takes any key
+    env = {**os.environ, "OPENAI_API_KEY": read_key(args.user_api_key_file) or os.environ.get("OPENAI_API_KEY", "local")}
     logger.info("tau2: %s", " ".join(cmd))
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=args.timeout_s)
     if proc.returncode != 0:
@@ -113,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--agent_model", default="policy")
     p.add_argument("--user_base_url", required=True)
     p.add_argument("--user_model", default="user-sim")
+    p.add_argument("--user_api_key_file", default=None,
+                   help="file holding the user simulator server's API key (recipes/serve_lib.sh writes one)")
     p.add_argument("--num_trials", type=int, default=4)
     p.add_argument("--num_tasks", type=int, default=None)
     p.add_argument("--task_ids", default=None, help="comma-separated task ids (instead of --num_tasks)")
