@@ -18,11 +18,13 @@ def run_recipe(out_root: str, timeout: int = 1500, **env) -> tuple[subprocess.Co
 
 
 def read_metrics(out_dir: str) -> dict[int, dict]:
-    steps = {}
+    """``{step: metrics}`` from verl's file logger; lines of one step are merged, and step 0 (validation before
+    training, when the recipe asks for it) is kept as it is."""
+    steps: dict[int, dict] = {}
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         for line in f:
             rec = json.loads(line)
-            steps[rec["step"]] = rec["data"]
+            steps.setdefault(rec["step"], {}).update(rec["data"])
     return steps
 
 

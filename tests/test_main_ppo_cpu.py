@@ -20,11 +20,14 @@ def slca_run(tmp_path_factory):
     proc, out_dir = run_recipe(str(tmp_path_factory.mktemp("cpu_runs")))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
-    return out_dir, read_metrics(out_dir), log
+    metrics = read_metrics(out_dir)
+    validation = {0: metrics.pop(0, {})}  # verl's validation before training (the recipe's default for the task)
+    validation[STEPS] = {k: v for k, v in metrics.get(STEPS, {}).items() if k.startswith("val-")}
+    return out_dir, metrics, log, validation
 
 
 def test_main_ppo_runs_two_steps_and_logs_the_documented_metrics(slca_run):
-    out_dir, metrics, _ = slca_run
+    out_dir, metrics, _, _ = slca_run
     assert sorted(metrics) == list(range(1, STEPS + 1))
     documented = set(SEGMENT_METRICS) | {
         "critic/score/mean", "timing_s/step", "timing_s/gen", "timing_s/update_actor", "actor/pg_loss",
@@ -38,7 +41,7 @@ def test_main_ppo_runs_two_steps_and_logs_the_documented_metrics(slca_run):
 
 
 def test_tool_tokens_receive_nonzero_segment_advantages(slca_run):
-    _, metrics, _ = slca_run
+    _, metrics, _, _ = slca_run
     assert max(m["slca/has_tool/frac"] for m in metrics.values()) > 0
     assert max(m["slca/adv_tool/std"] for m in metrics.values()) > 0  # not all zero: the warm-up made rewards vary
     assert min(m["slca/adv_tool/zero_frac"] for m in metrics.values()) < 1
@@ -47,7 +50,7 @@ def test_tool_tokens_receive_nonzero_segment_advantages(slca_run):
 def test_segment_ids_reaching_the_estimator_are_the_agent_loops(slca_run):
     """The agent loop counts its TOOL / SUMMARY tokens per trajectory (reward_extra/agent_*), the estimator counts
     the ids it received from TransferQueue (slca/*): equal batch means, so the ids crossed unchanged."""
-    _, metrics, _ = slca_run
+    _, metrics, _, _ = slca_run
     for m in metrics.values():
         assert m["slca/tool_tokens/mean"] == pytest.approx(m["reward_extra/agent_tool_tokens/mean"], abs=1e-6)
         assert m["slca/summary_tokens/mean"] == pytest.approx(m["reward_extra/agent_summary_tokens/mean"], abs=1e-6)
@@ -59,7 +62,7 @@ def test_rollout_server_generated_every_step_with_the_weights_of_that_step(slca_
     """verl's staleness metric is the step minus the weight version the server reports in TokenOutput; the hf_cpu
     server's version only moves when the actor's weights are loaded into it (load_weights), so 0 at step 2 means
     step 1's update reached the rollout before step 2 generated."""
-    _, metrics, _ = slca_run
+    _, metrics, _, _ = slca_run
     for m in metrics.values():
         assert m["training/off_policy/trajectory_staleness/max"] == 0
         assert m["training/off_policy/trajectory_staleness_worst/max"] == 0
@@ -69,7 +72,7 @@ def test_rollout_server_generated_every_step_with_the_weights_of_that_step(slca_
 def test_the_step_2_checkpoint_merges_into_an_hf_model_whose_weights_moved(slca_run, tmp_path):
     from safetensors.torch import load_file
 
-    out_dir, _, log = slca_run
+    out_dir, _, log, _ = slca_run
     actor = os.path.join(out_dir, f"global_step_{STEPS}", "actor")
     merged = tmp_path / "merged"
     proc = subprocess.run(["python3", "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
@@ -80,3 +83,16 @@ def test_the_step_2_checkpoint_merges_into_an_hf_model_whose_weights_moved(slca_
     assert set(before) == set(after)
     moved = {k for k in before if not before[k].float().allclose(after[k].float(), atol=0, rtol=0)}
     assert len(moved) >= len(before) // 2, sorted(set(before) - moved)  # the update touched most tensors
+
+
+def test_verl_validates_the_held_out_prompts_before_training_and_at_the_last_step(slca_run):
+    """The learning signal a user reads is verl's own validation: greedy rollouts of the held-out cpu_task rows,
+    tool accuracy and abstention accuracy per data source."""
+    _, _, _, validation = slca_run
+    for step in (0, STEPS):
+        v = validation[step]
+        tool, chat = v["val-aux/cpu_task/toolpo_success/mean@1"], v["val-aux/cpu_task_chat/toolpo_success/mean@1"]
+        assert 0.0 <= tool <= 1.0 and 0.0 <= chat <= 1.0
+        assert v["val-aux/cpu_task/num_gold_calls/mean@1"] >= 1.0  # tool rows only under cpu_task
+        assert v["val-aux/cpu_task_chat/num_gold_calls/mean@1"] == 0.0  # chat rows: gold is a direct reply
+    assert validation[0]["val-aux/cpu_task_chat/toolpo_success/mean@1"] >= 0.75  # the warm-up answers chat directly
