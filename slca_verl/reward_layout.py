@@ -23,7 +23,8 @@ A layout is ``fn(segment_ids, reward) -> (rm_scores, dropped)`` with ``segment_i
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Any, Callable
 
 import torch
 
@@ -31,6 +32,16 @@ from slca_verl.segments import SUMMARY, TOOL
 
 LayoutFn = Callable[[torch.Tensor, dict], "tuple[torch.Tensor, float]"]
 LAYOUT_REGISTRY: dict[str, LayoutFn] = {}
+
+
+def finite_number(value: Any) -> float:
+    """A value of a reward's extra info (int, bool, float, numpy or torch scalar, numeric string) as a finite float;
+    anything that is not a finite number is 0.0 (a bad value must never fail a reward or a step)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def register_layout(name: str) -> Callable[[LayoutFn], LayoutFn]:

@@ -30,6 +30,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from slca_verl.baselines import GDPO_V1, gdpo_components
 from slca_verl.core_algos import collect_segment_stats
+from slca_verl.reward_layout import finite_number
 from slca_verl.segments import SEGMENT_IDS_FIELD, TOOL, explicit_segment_ids
 
 logger = logging.getLogger(__name__)
@@ -86,27 +87,30 @@ class SLCASyncTrainer(PPOTrainerSync):
             stats = stack.enter_context(collect_segment_stats())
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(stats)  # slca_grpo's per-segment statistics (core_algos.SEGMENT_METRICS); {} for the others
-        if any(_number(e.get("judge_noise", 0.0)) for e in extras):
-            metrics.update(self._noise_leak(batch, extras, ids))
+        if any(finite_number(e.get("judge_noise", 0.0)) for e in extras):
+            metrics.update(self._noise_leak(batch, extras))
         return batch
 
-    def _noise_leak(self, batch, extras: list[dict], ids) -> dict[str, float]:
+    def _noise_leak(self, batch, extras: list[dict]) -> dict[str, float]:
         """``slca/corr_adv_tool_judge_noise``: Pearson correlation, over the rows with a tool segment whose reply
         was judged, between the row's mean advantage on its tool tokens and the noise the judge added to its rating
         (HierR's ``judge_noise``, from ``reward_kwargs.judge_noise_sigma``). The leak SLCA-GRPO removes: GRPO's
-        tool tokens carry the noisy total, so the correlation is high; segment-locked credit keeps it near 0."""
-        if ids is None:
-            ids, _ = self._fetch(batch, segment_ids=True)
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages"])
-        adv = data.to_padded_tensor()["advantages"].float()  # (bs, L')
+        tool tokens carry the noisy total, so the correlation is high; segment-locked credit keeps it near 0.
+        Rows without segment ids (another agent loop) give no metric."""
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                               select_fields=["advantages", SEGMENT_IDS_FIELD])
+        if SEGMENT_IDS_FIELD not in data.keys():  # TransferQueue drops a field some rows lack
+            return {}
+        padded = data.to_padded_tensor()
+        adv, ids = padded["advantages"].float(), padded[SEGMENT_IDS_FIELD]  # (bs, L'), (bs, L)
         tool = (ids[:, : adv.shape[1]] == TOOL).float()
         n_tool = tool.sum(-1)
-        used = [bool(_number(e.get("judge_used", 0))) for e in extras]
+        used = [bool(finite_number(e.get("judge_used", 0))) for e in extras]
         rows = [i for i in range(len(extras)) if n_tool[i] > 0 and used[i]]
         if len(rows) < 3:
             return {}
         a = ((adv * tool).sum(-1) / n_tool.clamp(min=1))[rows].double()
-        noise = torch.tensor([_number(extras[i].get("judge_noise", 0.0)) for i in rows], dtype=torch.float64)
+        noise = torch.tensor([finite_number(extras[i].get("judge_noise", 0.0)) for i in rows], dtype=torch.float64)
         a, noise = a - a.mean(), noise - noise.mean()
         denom = float(a.norm() * noise.norm())
         return {"slca/corr_adv_tool_judge_noise": float((a * noise).sum()) / denom} if denom > 0 else {}
@@ -129,15 +133,6 @@ def reward_extra_metrics(extras: list[dict]) -> dict[str, float]:
                     sums[key] = sums.get(key, 0.0) + v
                     counts[key] = counts.get(key, 0) + 1
     return {f"reward_extra/{k}/mean": sums[k] / counts[k] for k in sorted(sums)}
-
-
-def _number(value) -> float:
-    """A reward extra value as a finite float (0.0 for anything else)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return 0.0
-    return v if math.isfinite(v) else 0.0
 
 
 def reward_components(extras: list[dict]) -> dict[str, np.ndarray]:

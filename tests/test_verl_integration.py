@@ -366,3 +366,20 @@ def test_slca_sync_logs_how_much_of_the_judges_noise_reaches_tool_tokens(transfe
     assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool + r_sum), abs=1e-5)
     assert metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool), abs=1e-5)
     assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] > abs(metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"])
+
+
+def test_the_noise_leak_metric_is_skipped_not_fatal_for_rows_without_segment_ids(transfer_queue):
+    """GRPO on rows from another agent loop (no slca_segment_ids) with a noisy judge: the step runs, with verl's
+    advantages, and logs no correlation (there are no tool tokens to measure it on)."""
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    rewards, mask, index = make_batch(17, bs=8, L=12, max_turns=2, group_size=4)
+    extras = [{"judge_noise": 0.3 * (i - 4), "judge_used": 1, "score": float(rewards[i].sum())} for i in range(8)]
+    meta = put_rows(transfer_queue, rewards, mask, index, tag="noids-noise", extras=extras)
+    cfg = compose_ppo("algorithm.adv_estimator=grpo", "trainer.v1.trainer_mode=slca_sync")
+    metrics = {}
+    bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics=metrics)
+    assert "slca/corr_adv_tool_judge_noise" not in metrics and metrics["reward_extra/judge_noise/mean"] == pytest.approx(-0.15)
+    adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 12)
+    expected, _ = compute_grpo_outcome_advantage(rewards, mask, np.array(index, dtype=object))
+    torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)

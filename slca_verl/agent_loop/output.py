@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import math
 from typing import Any
 
 import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
-from slca_verl.reward_layout import LAYOUT_REGISTRY, get_layout
+from slca_verl.reward_layout import LAYOUT_REGISTRY, finite_number, get_layout
 from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 
 logger = logging.getLogger(__name__)
@@ -107,7 +106,7 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
         """``(ids, masked)``: with the ``slca`` layout and a failed judgment, the summary tokens become OBSERVATION
         (no preference reward, no advantage, outside the group's summary statistics); otherwise ``ids`` as given."""
         info = self.extra_fields.get("reward_extra_info") or {}
-        failed = _truthy(info.get("judge_failed", 0))
+        failed = finite_number(info.get("judge_failed", 0)) != 0
         if self.reward_layout != "slca" or not failed or not bool((ids == SUMMARY).any()):
             return ids, False
         return torch.where(ids == SUMMARY, torch.full_like(ids, OBSERVATION), ids), True
@@ -131,15 +130,6 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
                 "(reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward, name=compute_score) or set "
                 "reward_layout: scalar in the agent loop YAML."
             ) from None
-
-
-def _truthy(value: Any) -> bool:
-    """A reward flag (int, bool, numpy or torch scalar) as a bool; anything unreadable is False."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return False
-    return math.isfinite(number) and number != 0
 
 
 def has_summary(segment_ids: list[int]) -> bool:

@@ -14,12 +14,12 @@ row).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from slca_verl.agent_loop.loop import METRIC_KEYS, to_container
 from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.compute_score import get_judge
+from slca_verl.reward_layout import finite_number
 from slca_verl.rewards.hierr import HierRConfig, empty_result, score_trajectory
 
 TRAJECTORY_KEY = "slca_trajectory"
@@ -58,8 +58,4 @@ async def compute_score(
 
 def _count(value: Any) -> int:
     """A metric as an int; anything that is not a finite number counts as 0 (a metric must never fail a reward)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    return int(number) if math.isfinite(number) else 0
+    return int(finite_number(value))
