@@ -109,6 +109,12 @@ def run(name: str, steps: int, seed: int, root: str, extra_env: dict, overrides:
     return {**load_run(root, name), "wall_s": wall, "ray_processes": len(pids)}
 
 
+def build_tiny(seed: int, work: str) -> None:
+    """Build (or find in the cache) the seed's tiny data and model, as the recipe's first run would."""
+    env = {**os.environ, "SEED": str(seed), "RUN_ROOT": work, "BUILD_ONLY": "1"}
+    subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, check=True)
+
+
 def recipe_arg(key: str, seed: int, work: str) -> str:
     """The value the CPU recipe passes for one hydra key (DRY_RUN=args composes nothing and writes only to work)."""
     env = {**os.environ, "SEED": str(seed), "RUN_ROOT": work, "DRY_RUN": "args"}
@@ -198,6 +204,7 @@ def main(argv=None) -> int:
     slca_env = {"ADV_ESTIMATOR": "slca_grpo"}
     if args.same_prompts:  # the tiny data must exist first: the recipe builds it (and the model) on first use
         os.makedirs(work, exist_ok=True)
+        build_tiny(args.seed, work)
         slca_env["TRAIN_FILES"] = same_prompt_rows(recipe_arg("data.train_files", args.seed, work), work)
     runs = {"slca": run("slca", args.steps, args.seed, work, slca_env, [])}
     tiny_data = slca_env.get("TRAIN_FILES") or recipe_arg("data.train_files", args.seed, work)

@@ -9,6 +9,7 @@
 #   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_MODEL=tiny bash recipes/run_cpu_tiny_slca.sh
 #                                                            # SGLS and the judge on an OpenAI-compatible server
 #   DRY_RUN=1 bash recipes/run_cpu_tiny_slca.sh              # compose + validate only; writes nothing
+#   BUILD_ONLY=1 SEED=3 bash recipes/run_cpu_tiny_slca.sh    # build (or find) the seed's data and model, then stop
 #
 # It is recipes/run_qwen7b_slca.sh with another model, smaller sizes, DEVICE=cpu (verl's CPU platform and the hf_cpu
 # rollout of slca_verl/cpu) and offline SGLS / judge: the 7B recipe's own overrides run in verl's trainer.
@@ -65,6 +66,7 @@ build_tiny() {  # data + model, once per TINY_DIR
 case "${DRY_RUN:-0}" in
   0|false) [[ -f "${TINY_DIR}/model/config.json" ]] || build_tiny ;;
 esac
+if [[ "${BUILD_ONLY:-0}" != 0 ]]; then echo "${TINY_DIR}"; exit 0; fi
 
 # ---------------------------------------------------------------- what differs from the 7B recipe
 export DEVICE=cpu

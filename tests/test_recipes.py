@@ -510,3 +510,18 @@ def test_the_recipe_warns_when_the_judge_cannot_finish_a_steps_judgments_inside_
     assert two.returncode == 0 and "judge under-sized" not in two.stderr
     smoke = recipe_run("run_smoke_1gpu.sh", str(tmp_path / "smoke"))  # offline proxy judge: nothing to size
     assert smoke.returncode == 0 and "judge under-sized" not in smoke.stderr
+
+
+def test_build_only_finds_a_built_model_prints_its_dir_and_starts_no_trainer(tmp_path):
+    """BUILD_ONLY=1 (what benchmarks run before they read a seed's data): a TINY_DIR that holds a model is
+    reused, its path printed, and the recipe stops before verl's trainer (no OUTPUT_DIR is created)."""
+    tiny = tmp_path / "tiny"
+    (tiny / "model").mkdir(parents=True)
+    (tiny / "model" / "config.json").write_text("{}")
+    out = tmp_path / "run"
+    proc = subprocess.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "BUILD_ONLY": "1", "TINY_DIR": str(tiny),
+                                           "OUTPUT_DIR": str(out), "SEED": "3"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == str(tiny)
+    assert not out.exists()
