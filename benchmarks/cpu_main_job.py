@@ -109,17 +109,25 @@ def run(name: str, steps: int, seed: int, root: str, extra_env: dict, overrides:
     return {**load_run(root, name), "wall_s": wall, "ray_processes": len(pids)}
 
 
-def build_tiny(seed: int, work: str) -> None:
-    """Build (or find in the cache) the seed's tiny data and model, as the recipe's first run would."""
-    env = {**os.environ, "SEED": str(seed), "RUN_ROOT": work, "BUILD_ONLY": "1"}
-    subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, check=True)
+def recipe_output(seed: int, work: str, **flags: str) -> str:
+    """Run the CPU recipe in one of its no-training modes (BUILD_ONLY=1, DRY_RUN=args) for a seed; its stdout, or
+    an exit that shows the recipe's own error."""
+    env = {**os.environ, "SEED": str(seed), "RUN_ROOT": work, **flags}
+    proc = subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"the recipe with {flags} failed (exit {proc.returncode}):\n{proc.stderr[-5000:]}")
+    return proc.stdout
+
+
+def build_tiny(seed: int, work: str) -> str:
+    """Build (or find in the cache) the seed's tiny data and model, as the recipe's first run would; its dir."""
+    return recipe_output(seed, work, BUILD_ONLY="1").strip().splitlines()[-1]
 
 
 def recipe_arg(key: str, seed: int, work: str) -> str:
     """The value the CPU recipe passes for one hydra key (DRY_RUN=args composes nothing and writes only to work)."""
-    env = {**os.environ, "SEED": str(seed), "RUN_ROOT": work, "DRY_RUN": "args"}
-    out = subprocess.run(["bash", RECIPE], cwd=REPO, env=env, capture_output=True, check=True).stdout
-    return next(a.split("=", 1)[1] for a in out.decode().split("\0") if a.startswith(key + "="))
+    out = recipe_output(seed, work, DRY_RUN="args")
+    return next(a.split("=", 1)[1] for a in out.split("\0") if a.startswith(key + "="))
 
 
 def import_cost(repeats: int = 3) -> dict:
