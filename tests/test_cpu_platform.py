@@ -5,6 +5,7 @@ rollout server and the tiny-model helpers run in-process on a randomly initialis
 """
 
 import asyncio
+import collections
 import json
 import os
 import subprocess
@@ -237,3 +238,95 @@ def test_gold_episodes_hold_the_call_the_simulated_response_and_a_grounded_reply
             assert call.startswith("<tool_call>") and json.loads(response)["status"] == "success"
             name = json.loads(call.split("\n")[1])["name"]
             assert name in reply  # the reply repeats words of the tool response (here, the tool's name)
+
+
+def test_warm_up_text_shows_tool_responses_as_the_json_the_agent_loop_sends(tmp_path, tiny_dir):
+    """The warm-up reads its episodes back from parquet; a JSON tool response must stay the simulator's text (it
+    used to be decoded to a dict and rendered as Python's repr, a format the policy then never met in RL)."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from data_prep import cpu_task
+    from data_prep.sft import write
+
+    cpu_task.main(["--output_dir", str(tmp_path / "rl"), "--seed", "0", "--no_progress"])
+    dialogues = tiny_model.gold_dialogues([str(tmp_path / "rl" / "cpu_task_train.parquet")], share=0.1)
+    sft = write(dialogues, str(tmp_path / "sft"), val_ratio=0.0, seed=0)["train"]
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    read_back = [tiny_model._messages(m) for m in pd.read_parquet(sft)["messages"]]
+    assert read_back == dialogues
+    responses = [m["content"] for d in dialogues for m in d if m["role"] == "tool"]
+    assert responses and all(json.loads(r)["status"] == "success" for r in responses)
+    texts = tiny_model.episode_texts(sft)
+    rendered = tok.decode(tiny_model.assistant_labels(tok, read_back[0])[0])
+    for text in texts + [rendered]:
+        assert "{'status'" not in text
+    assert all(any(r in t for t in texts) for r in responses)  # verbatim, double quotes and all
+
+
+class ScriptedRng:
+    """``choice`` takes the last option, ``sample`` reverses: the draws of undecided_step, made by hand."""
+
+    def choice(self, seq):
+        return seq[-1]
+
+    def sample(self, population, k):
+        return list(population)[::-1][:k]
+
+
+SCHEMAS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": p}}}
+           for n, p in [("get_weather", {"city": {"type": "string"}}),
+                        ("get_population", {"city": {"type": "string"}}),
+                        ("get_exchange_rate", {"base": {"type": "string"}, "quote": {"type": "string"}}),
+                        ("get_time", {"city": {"type": "string"}, "hour": {"type": "integer"}})]]  # fmt: skip
+
+
+def test_undecided_step_draws_the_tool_among_same_signature_tools_and_permutes_same_typed_values():
+    step = [{"name": "get_weather", "arguments": {"city": "Paris"}},
+            {"name": "get_population", "arguments": {"city": "Rome"}}]
+    # one draw per name: both city tools are {get_weather, get_population}; the scripted draw takes the last
+    assert tiny_model.undecided_step(step, SCHEMAS, ScriptedRng()) == [
+        {"name": "get_population", "arguments": {"city": "Paris"}},
+        {"name": "get_population", "arguments": {"city": "Rome"}}]
+    # same-typed values swap (base <-> quote); a unique signature keeps its name; mixed types stay in their slots
+    fx = [{"name": "get_exchange_rate", "arguments": {"base": "USD", "quote": "EUR"}}]
+    assert tiny_model.undecided_step(fx, SCHEMAS, ScriptedRng()) == [
+        {"name": "get_exchange_rate", "arguments": {"base": "EUR", "quote": "USD"}}]
+    t = [{"name": "get_time", "arguments": {"city": "Oslo", "hour": 3}}]
+    assert tiny_model.undecided_step(t, SCHEMAS, ScriptedRng()) == t
+    # a tool the schemas do not list keeps its name and arguments
+    ghost = [{"name": "ghost", "arguments": {"a": 1}}]
+    assert tiny_model.undecided_step(ghost, SCHEMAS, ScriptedRng()) == ghost
+
+
+def test_undecided_draws_are_uniform_and_keep_what_the_prompt_spells_out():
+    import random
+
+    rng, n = random.Random(7), 4000
+    names, swapped = collections.Counter(), 0
+    for _ in range(n):
+        out = tiny_model.undecided_step([{"name": "get_weather", "arguments": {"city": "Lima"}},
+                                         {"name": "get_exchange_rate", "arguments": {"base": "JPY", "quote": "INR"}}],
+                                        SCHEMAS, rng)  # fmt: skip
+        names[out[0]["name"]] += 1
+        assert out[0]["arguments"] == {"city": "Lima"}
+        assert sorted(out[1]["arguments"].values()) == ["INR", "JPY"] and out[1]["name"] == "get_exchange_rate"
+        swapped += out[1]["arguments"]["base"] == "INR"
+    assert set(names) == {"get_weather", "get_population"}
+    assert abs(names["get_weather"] / n - 0.5) < 0.03 and abs(swapped / n - 0.5) < 0.03
+
+
+def test_gold_dialogues_undecided_share_is_seeded_and_checked(tmp_path):
+    from data_prep import cpu_task
+
+    cpu_task.main(["--output_dir", str(tmp_path), "--seed", "0", "--no_progress"])
+    rl = [str(tmp_path / "cpu_task_train.parquet")]
+    decided = tiny_model.gold_dialogues(rl, share=0.3, seed=1)
+    again = tiny_model.gold_dialogues(rl, share=0.3, seed=1, undecided=1.0)
+    assert again == tiny_model.gold_dialogues(rl, share=0.3, seed=1, undecided=1.0)  # seeded
+    assert [d[:2] for d in again] == [d[:2] for d in decided]  # the same prompts
+    calls = lambda ds: [d[2]["content"] for d in ds if len(d) > 3]  # noqa: E731
+    assert sum(a != b for a, b in zip(calls(decided), calls(again))) > 0.2 * len(calls(decided))
+    assert tiny_model.gold_dialogues(rl, share=0.3, seed=1, undecided=0.0) == decided
+    with pytest.raises(ValueError, match="undecided"):
+        tiny_model.gold_dialogues(rl, undecided=1.5)

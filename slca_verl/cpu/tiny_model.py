@@ -65,7 +65,7 @@ def episode_texts(sft_parquet: str) -> list[str]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
-    return [tok.apply_chat_template([dict(m) for m in _plain(msgs)], tokenize=False)
+    return [tok.apply_chat_template(_messages(msgs), tokenize=False)
             for msgs in pd.read_parquet(sft_parquet)["messages"]]
 
 
@@ -103,6 +103,19 @@ def _plain(obj: Any) -> Any:
     return plain(obj)
 
 
+def _messages(cell: Any) -> list[dict]:
+    """A parquet ``messages`` / ``prompt`` cell as message dicts with their contents verbatim.
+
+    Not :func:`_plain`, which decodes every JSON string: a tool response would become a dict, the chat template
+    would render it as Python's repr (single quotes), and the warm-up would teach a tool-response format the
+    agent loop never shows the policy (it sends the simulator's JSON text as it is)."""
+    if isinstance(cell, str):
+        cell = json.loads(cell)
+    if hasattr(cell, "tolist"):
+        cell = cell.tolist()
+    return [{k: v for k, v in dict(m).items() if v is not None} for m in cell]
+
+
 def grounded_reply(tool_texts: list[str], max_words: int = 12) -> str:
     """A short reply that repeats words of the tool responses (the offline proxy judge rates grounding)."""
     words = []
@@ -126,16 +139,60 @@ def _leaves(obj: Any):
         yield obj
 
 
-async def _gold_dialogue(row: dict, simulator) -> list[dict] | None:
+def _signature(schema: dict) -> tuple:
+    """A tool's parameters as ``((name, type), ...)``: tools with equal signatures can stand in for each other."""
+    params = (schema.get("function") or schema).get("parameters") or {}
+    props = params.get("properties") or {}
+    return tuple(sorted((k, str((v or {}).get("type"))) for k, v in props.items()))
+
+
+def undecided_step(step: list[dict], schemas: Sequence[dict], rng) -> list[dict]:
+    """The gold step with its decisions drawn at random: each tool name replaced by one drawn uniformly from the
+    row's tools with the same signature (itself included; one draw per name, so parallel calls stay alike), and in
+    each call the values of same-typed parameters permuted uniformly (one permutation per step).
+
+    What is left unchanged is what the prompt spells out (the argument values), so a warm-up on such episodes
+    teaches the format and reading the arguments, and leaves to RL which tool answers which phrasing and which
+    value goes in which slot (for the CPU task: weather or population, the base or the quote currency).
+    """
+    by_sig: dict[tuple, list[str]] = {}
+    sig_of: dict[str, tuple] = {}
+    for sch in schemas:
+        fn = sch.get("function") or sch
+        if isinstance(fn, dict) and fn.get("name"):
+            sig_of[fn["name"]] = _signature(sch)
+            by_sig.setdefault(sig_of[fn["name"]], []).append(fn["name"])
+    names = {c["name"]: rng.choice(by_sig.get(sig_of.get(c["name"]), [c["name"]])) for c in step}
+    perms: dict[tuple, list[int]] = {}
+    out = []
+    for call in step:
+        args = dict(call.get("arguments") or {})
+        sig = sig_of.get(call["name"], ())
+        types: dict[str, list[str]] = {}
+        for k, t in sig:
+            if k in args:
+                types.setdefault(t, []).append(k)
+        for t, keys in types.items():
+            order = perms.setdefault((t, len(keys)), rng.sample(range(len(keys)), len(keys)))
+            values = [args[k] for k in keys]
+            args.update({k: values[i] for k, i in zip(keys, order)})
+        out.append({"name": names[call["name"]], "arguments": args})
+    return out
+
+
+async def _gold_dialogue(row: dict, simulator, undecided: bool = False, rng=None) -> list[dict] | None:
     from data_prep.sft import tool_call_text
 
-    prompt = [{"role": m["role"], "content": m["content"]} for m in _plain(row["prompt"])]
+    prompt = [{"role": m["role"], "content": m["content"]} for m in _messages(row["prompt"])]
     gt = _plain(_plain(row["reward_model"])["ground_truth"])
     gold = _plain(gt.get("gold_tool_calls") or [])
     schemas = _plain(row.get("extra_info") or {}).get("tool_schemas") or gt.get("tool_schemas")
     if not gold or not gold[0]:
         return prompt + [{"role": "assistant", "content": "No tool fits this request, so I answer directly."}]
     step = gold[0]
+    if undecided:
+        listed = json.loads(schemas) if isinstance(schemas, str) else _plain(schemas or [])
+        step = undecided_step(step, listed, rng)
     responses = []
     for call in step:
         res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
@@ -145,20 +202,26 @@ async def _gold_dialogue(row: dict, simulator) -> list[dict] | None:
             + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
 
 
-def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0) -> list[list[dict]]:
+def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, undecided: float = 0.0
+                   ) -> list[list[dict]]:  # fmt: skip
     """Full gold episodes (call, simulated response, reply) for the rows of the RL parquet files: all of them, or a
     seeded ``share`` of them — so that RL then meets training prompts the warm-up never showed it (headroom on the
-    training rows as on the held-out ones)."""
+    training rows as on the held-out ones). A seeded ``undecided`` share of the episodes has its decisions drawn
+    at random (:func:`undecided_step`): headroom that RL can learn and that carries over to held-out prompts."""
     import random
 
     import pandas as pd
 
     from slca_verl.sgls import Simulator
 
+    if not 0.0 <= undecided <= 1.0:
+        raise ValueError(f"--undecided must be in [0, 1], got {undecided}")
+    rng = random.Random(seed)
+
     async def run(rows):
         sim = Simulator({"backend": "offline", "cache_scope": "run"})
         try:
-            return [await _gold_dialogue(r, sim) for r in rows]
+            return [await _gold_dialogue(r, sim, rng.random() < undecided, rng) for r in rows]
         finally:
             await sim.aclose()
 
@@ -205,7 +268,7 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
-    dialogues = [[dict(m) for m in _plain(msgs)] for msgs in pd.read_parquet(sft_parquet)["messages"]]
+    dialogues = [_messages(msgs) for msgs in pd.read_parquet(sft_parquet)["messages"]]
     encoded = [assistant_labels(tok, d) for d in dialogues]
     L = max(len(ids) for ids, _ in encoded)
     ids = torch.full((len(encoded), L), special_ids(tok)[1], dtype=torch.long)
@@ -255,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--out", required=True)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--share", type=float, default=1.0, help="seeded share of the rows to write episodes for")
+    g.add_argument("--undecided", type=float, default=0.0,
+                   help="seeded share of the episodes whose tool choice and slot order are drawn at random")
     w = sub.add_parser("warmup", help="supervised warm-up on gold episodes (assistant tokens only)")
     w.add_argument("--model", required=True)
     w.add_argument("--sft", required=True, help="sft_train.parquet written by `gold`")
@@ -273,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from data_prep.sft import write
 
-    dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed)
+    dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed, undecided=args.undecided)
     paths = write(dialogues, args.out, val_ratio=0.0, seed=args.seed)
     logger.info("%d gold episodes -> %s", len(dialogues), paths["train"])
     return 0
