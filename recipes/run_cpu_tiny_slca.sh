@@ -9,6 +9,7 @@
 #   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_MODEL=tiny bash recipes/run_cpu_tiny_slca.sh
 #                                                            # SGLS and the judge on an OpenAI-compatible server
 #   DRY_RUN=1 bash recipes/run_cpu_tiny_slca.sh              # compose + validate only; writes nothing
+#   WARMUP_UNDECIDED=0.5 bash recipes/run_cpu_tiny_slca.sh   # warm-up with half the tool choices drawn at random
 #   BUILD_ONLY=1 SEED=3 bash recipes/run_cpu_tiny_slca.sh    # build (or find) the seed's data and model, then stop
 #
 # It is recipes/run_qwen7b_slca.sh with another model, smaller sizes, DEVICE=cpu (verl's CPU platform and the hf_cpu
@@ -41,9 +42,12 @@ case "${TASK}" in
             DATA_NAME=xlam; BATCH_DEFAULTS=(2 4 2 2 2); TEST_FREQ_DEFAULT=-1; VAL_BEFORE_TRAIN_DEFAULT=false ;;
   *) echo "unknown TASK=${TASK} (cpu_task | xlam)" >&2; exit 2 ;;
 esac
-# the cache key: seed, task, warm-up budget, vocabulary, and the builder's and the data's code (a change rebuilds)
+# share of the warm-up episodes whose tool (among same-signature tools) and slot order are drawn at random: headroom
+# for RL to learn (slca_verl/cpu/tiny_model.py undecided_step; docs/cpu.md has what it measured)
+WARMUP_UNDECIDED=${WARMUP_UNDECIDED:-0}
+# the cache key: seed, task, warm-up budget, share and undecided share, vocabulary, and the builder's and the data's code (a change rebuilds)
 BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" | sha1sum | cut -c1-10)
-TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_v${VOCAB_SIZE}_${BUILD_KEY}}
+TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}_v${VOCAB_SIZE}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
 
 build_tiny() {  # data + model, once per TINY_DIR
@@ -55,7 +59,7 @@ build_tiny() {  # data + model, once per TINY_DIR
     python3 -m data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
   fi
   python3 -m slca_verl.cpu.tiny_model gold --rl "${tmp}/data/${DATA_NAME}_train.parquet" --out "${tmp}/sft" \
-    --seed "${SEED}" --share "${WARMUP_SHARE}"
+    --seed "${SEED}" --share "${WARMUP_SHARE}" --undecided "${WARMUP_UNDECIDED}"
   local vocab=()
   [[ "${VOCAB_SIZE}" != 0 ]] && vocab=(--vocab_from "${tmp}/sft/sft_train.parquet" --vocab_size "${VOCAB_SIZE}")
   python3 -m slca_verl.cpu.tiny_model init --out "${tmp}/init" --seed "${SEED}" "${vocab[@]}"
