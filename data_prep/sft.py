@@ -61,6 +61,20 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def read_messages(cell: Any) -> list[dict]:
+    """A parquet ``messages`` / ``prompt`` cell (an array, a list or its JSON text) as message dicts, contents kept
+    verbatim; keys whose value is None (parquet's fill for a missing struct field) are dropped.
+
+    Not :func:`_plain`, which decodes every JSON string: a tool response or a user turn that is JSON text would
+    become a dict, which the chat template renders as Python's repr (a format the agent loop never sends) and
+    which ``_checked`` rejects as a malformed record."""
+    if isinstance(cell, str):
+        cell = limits.loads(cell)
+    if hasattr(cell, "tolist"):
+        cell = cell.tolist()
+    return [{k: v for k, v in dict(m).items() if v is not None} for m in cell]
+
+
 def tool_call_text(step: list[dict]) -> str:
     """One hermes ``<tool_call>`` block per call of a (parallel) step."""
     return "\n".join(
@@ -71,7 +85,7 @@ def tool_call_text(step: list[dict]) -> str:
 
 def from_rl_row(row: dict, no_call_reply: str | None = None) -> tuple[list[dict] | None, str]:
     """(messages, "") for one RL-parquet row, or (None, reason)."""
-    prompt = [{"role": m["role"], "content": m["content"]} for m in _plain(row["prompt"])]
+    prompt = [{"role": m["role"], "content": m["content"]} for m in read_messages(row["prompt"])]
     gt = _plain(row["reward_model"])["ground_truth"]
     gt = _plain(gt)
     gold = _plain(gt.get("gold_tool_calls") or [])

@@ -37,6 +37,22 @@ def test_rl_rows_become_prompt_plus_the_first_gold_step_as_tool_calls(rl_parquet
     assert [json.loads(b.split("<tool_call>")[1]) for b in blocks] == [{"name": c["name"], "arguments": c["arguments"]} for c in gold]
 
 
+def test_rl_prompt_turns_that_are_json_text_stay_the_text_they_were():
+    """A multi-turn prompt's tool response (and a user turn that happens to be JSON) is kept verbatim: decoded, it
+    became a dict that the chat template renders as Python's repr, and the row was dropped as malformed."""
+    import numpy as np
+
+    gold = [[{"name": "weather", "arguments": {"city": "Paris"}}]]
+    prompt = np.array([{"role": "user", "content": '{"city": "Paris"}'},
+                       {"role": "assistant", "content": "<tool_call>\n{}\n</tool_call>"},
+                       {"role": "tool", "content": '{"temp_c": 21}'}], dtype=object)  # fmt: skip
+    row = {"prompt": prompt, "reward_model": {"ground_truth": {"gold_tool_calls": json.dumps(gold)}}}
+    messages, reason = sft.convert_one(row, "rl", None)
+    assert reason == "" and [m["content"] for m in messages[:3]] == ['{"city": "Paris"}', "<tool_call>\n{}\n</tool_call>",
+                                                                    '{"temp_c": 21}']  # fmt: skip
+    assert sft.read_messages(json.dumps([dict(m) for m in prompt])) == [dict(m) for m in prompt]
+
+
 def test_sharegpt_dialogues_get_the_hermes_tool_prompt_and_bad_ones_are_counted():
     tools = json.dumps([{"type": "function", "function": {"name": "weather", "description": "w",
                                                            "parameters": {"type": "object", "properties": {}}}}])  # fmt: skip

@@ -104,16 +104,11 @@ def _plain(obj: Any) -> Any:
 
 
 def _messages(cell: Any) -> list[dict]:
-    """A parquet ``messages`` / ``prompt`` cell as message dicts with their contents verbatim.
+    """A parquet ``messages`` / ``prompt`` cell with its contents verbatim (:func:`data_prep.sft.read_messages`):
+    a JSON tool response stays the text the agent loop sends, not a dict the chat template renders as repr."""
+    from data_prep.sft import read_messages
 
-    Not :func:`_plain`, which decodes every JSON string: a tool response would become a dict, the chat template
-    would render it as Python's repr (single quotes), and the warm-up would teach a tool-response format the
-    agent loop never shows the policy (it sends the simulator's JSON text as it is)."""
-    if isinstance(cell, str):
-        cell = json.loads(cell)
-    if hasattr(cell, "tolist"):
-        cell = cell.tolist()
-    return [{k: v for k, v in dict(m).items() if v is not None} for m in cell]
+    return read_messages(cell)
 
 
 def grounded_reply(tool_texts: list[str], max_words: int = 12) -> str:
@@ -191,8 +186,7 @@ async def _gold_dialogue(row: dict, simulator, undecided: bool = False, rng=None
         return prompt + [{"role": "assistant", "content": "No tool fits this request, so I answer directly."}]
     step = gold[0]
     if undecided:
-        listed = json.loads(schemas) if isinstance(schemas, str) else _plain(schemas or [])
-        step = undecided_step(step, listed, rng)
+        step = undecided_step(step, _plain(schemas or []), rng)
     responses = []
     for call in step:
         res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
