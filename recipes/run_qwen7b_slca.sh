@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SLCA-GRPO on Qwen2.5-7B-Instruct (after SFT) with the paper's settings (DESIGN §2): batch 128, n=16, lr 1e-6,
+# SLCA-GRPO on Qwen2.5-7B-Instruct (after SFT) with the paper's settings (docs/method.md): batch 128, n=16, lr 1e-6,
 # PPO mini-batch 32, KL loss low_var_kl 0.001, no KL in reward, entropy 0, prompt 24,576 / response 8,192 tokens,
 # 5 epochs on 4 nodes x 8 GPUs, vLLM async rollout, hermes tools, 10 assistant / 6 user turns, 20 parallel calls,
 # tool responses cut in the middle at 2,048 characters; docs/recipes.md compares it with the authors' launcher.

@@ -1,6 +1,6 @@
 """The paper's baseline estimators, ``toolpo`` and ``rltr``, and the reward layouts that feed them.
 
-Both are registered in verl's ``ADV_ESTIMATOR_REGISTRY`` beside ``slca_grpo`` (DESIGN §2, as the SLCA-GRPO authors
+Both are registered in verl's ``ADV_ESTIMATOR_REGISTRY`` beside ``slca_grpo`` (docs/method.md, as the SLCA-GRPO authors
 re-implemented them), so a baseline run differs from the SLCA run by one override::
 
     algorithm.adv_estimator=toolpo +algorithm.toolpo.lambda_action=1.0      # ToolPO

@@ -1,4 +1,4 @@
-"""A plain, token-by-token reference of SLCA-GRPO (DESIGN §2), for agreement tests of the vectorised code."""
+"""A plain, token-by-token reference of SLCA-GRPO (docs/method.md), for agreement tests of the vectorised code."""
 
 import math
 
@@ -8,7 +8,7 @@ EPS = 1e-6
 
 
 def reference_slca(rewards, mask, index, lambda_tool=1.0, lambda_sum=1.0, norm=True, ids=None):
-    """Plain Python, token by token, from DESIGN §2: runs of mask ones, last run = summary, or explicit ``ids``
+    """Plain Python, token by token, from docs/method.md: runs of mask ones, last run = summary, or explicit ``ids``
     (1 = tool, 2 = summary) when given."""
     bs, L = mask.shape
     seg = [[0] * L for _ in range(bs)]

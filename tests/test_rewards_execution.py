@@ -1,4 +1,4 @@
-"""HierR execution reward: every component against hand-computed values (DESIGN §2)."""
+"""HierR execution reward: every component against hand-computed values (docs/method.md)."""
 
 import pytest
 

@@ -1,6 +1,6 @@
 """Per-sample tools for ``slca_tool_agent``: the row's tool schemas, the one SGLS tool object, response truncation.
 
-A row names its own tools (DESIGN §2 row format; data_prep writes all three):
+A row names its own tools (docs/method.md row format; data_prep writes all three):
 
     extra_info.tool_schemas             JSON str of OpenAI tools   (read first)
     tools                               JSON str or list           (then)

@@ -1,4 +1,4 @@
-"""Rewards the paper's baselines need, computed on the same parsed rollout as HierR (DESIGN §2).
+"""Rewards the paper's baselines need, computed on the same parsed rollout as HierR (docs/method.md).
 
 ToolPO (A_global from the success reward on every token, λ·A_action added on tool tokens)::
 

@@ -1,6 +1,6 @@
 """HierR execution (process) reward: how well the predicted tool calls match the gold calls.
 
-DESIGN §2, as the authors' code computes it::
+docs/method.md, as the authors' code computes it::
 
     R_tool = w_fmt*fmt + w_name*nameF1 + w_key*key + w_value*value + w_par*parallel      (default 0.10/0.25/0.15/0.20/0.30)
 

@@ -1,6 +1,6 @@
 """HierR: the hierarchical reward of SLCA-GRPO for one rollout, with every part it was made of.
 
-DESIGN §2::
+docs/method.md::
 
     R_tool = Σ_c w_c * c,   c ∈ {fmt, name_f1, key, value, parallel}                (slca_verl.rewards.execution)
     R_sum  = (rating - 1) / 4 from the judge; 0 without a tool response, with a reply under 10 characters,
@@ -247,7 +247,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
                 reasons.append(verdict.reason)
         r_sum = verdict.r_sum
         score = cfg.w_tool * r_tool + cfg.w_sum * r_sum
-        if score < 0:  # DESIGN §2: a negative total goes to the summary segment
+        if score < 0:  # docs/method.md: a negative total goes to the summary segment
             r_tool, r_sum = 0.0, score
     norm = cfg.w_tool + cfg.w_sum
     row = {

@@ -1,6 +1,6 @@
 """Preference-reward judges for HierR: an LLM judge over an OpenAI-compatible endpoint, and an offline proxy.
 
-DESIGN §2: a judge rates the final reply on five levels given the question and the tool responses, and
+docs/method.md: a judge rates the final reply on five levels given the question and the tool responses, and
 
     R_sum = (rating - 1) / 4          rating ∈ {1 very poor, 2 poor, 3 acceptable, 4 good, 5 excellent}
 

@@ -344,7 +344,7 @@ def _gold_steps(raw_gold: list) -> tuple[list[list[ToolCall]], list[str]]:
 
 
 def parse_ground_truth(ground_truth: Any) -> GroundTruth:
-    """Normalise the authors' ground-truth dict (DESIGN §2), tolerating JSON strings and numpy arrays.
+    """Normalise the authors' ground-truth dict (docs/method.md), tolerating JSON strings and numpy arrays.
 
     ``gold_tool_calls`` may be nested steps ``[[call, …], …]`` or a flat list ``[call, …]`` (one step).
     ``allowed_tools`` missing → taken from ``tool_schemas`` names, else None (any tool name is accepted).

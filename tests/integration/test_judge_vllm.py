@@ -1,4 +1,4 @@
-"""HierR's LLM judge against a real vLLM OpenAI server on the CPU (DESIGN §5), through the shared ChatClient.
+"""HierR's LLM judge against a real vLLM OpenAI server on the CPU (docs/sgls.md), through the shared ChatClient.
 
 Start the server first (the SGLS scripts do it and write its base URL to ``.vllm_cpu_url`` at the repo root)::
 

@@ -1,4 +1,4 @@
-"""The CPU main job with SGLS and the HierR judge on the real vLLM OpenAI server of this tier (DESIGN §5):
+"""The CPU main job with SGLS and the HierR judge on the real vLLM OpenAI server of this tier (docs/sgls.md):
 ``OPENAI_BASE_URL=... OPENAI_MODEL=... bash recipes/run_cpu_tiny_slca.sh`` for two steps of verl's ``main_ppo``.
 
 The served model is a tiny random Qwen3, so simulated tool responses and ratings are garbage; what is tested is that
