@@ -264,16 +264,6 @@ def test_warm_up_text_shows_tool_responses_as_the_json_the_agent_loop_sends(tmp_
     assert all(any(r in t for t in texts) for r in responses)  # verbatim, double quotes and all
 
 
-class ScriptedRng:
-    """``choice`` takes the last option, ``sample`` reverses: the draws of undecided_step, made by hand."""
-
-    def choice(self, seq):
-        return seq[-1]
-
-    def sample(self, population, k):
-        return list(population)[::-1][:k]
-
-
 SCHEMAS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": p}}}
            for n, p in [("get_weather", {"city": {"type": "string"}}),
                         ("get_population", {"city": {"type": "string"}}),
@@ -281,42 +271,31 @@ SCHEMAS = [{"type": "function", "function": {"name": n, "parameters": {"type": "
                         ("get_time", {"city": {"type": "string"}, "hour": {"type": "integer"}})]]  # fmt: skip
 
 
-def test_undecided_step_draws_the_tool_among_same_signature_tools_and_permutes_same_typed_values():
-    step = [{"name": "get_weather", "arguments": {"city": "Paris"}},
-            {"name": "get_population", "arguments": {"city": "Rome"}}]
-    # one draw per name: both city tools are {get_weather, get_population}; the scripted draw takes the last
-    assert tiny_model.undecided_step(step, SCHEMAS, ScriptedRng()) == [
-        {"name": "get_population", "arguments": {"city": "Paris"}},
-        {"name": "get_population", "arguments": {"city": "Rome"}}]
-    # same-typed values swap (base <-> quote); a unique signature keeps its name; mixed types stay in their slots
-    fx = [{"name": "get_exchange_rate", "arguments": {"base": "USD", "quote": "EUR"}}]
-    assert tiny_model.undecided_step(fx, SCHEMAS, ScriptedRng()) == [
-        {"name": "get_exchange_rate", "arguments": {"base": "EUR", "quote": "USD"}}]
-    t = [{"name": "get_time", "arguments": {"city": "Oslo", "hour": 3}}]
-    assert tiny_model.undecided_step(t, SCHEMAS, ScriptedRng()) == t
-    # a tool the schemas do not list keeps its name and arguments
-    ghost = [{"name": "ghost", "arguments": {"a": 1}}]
-    assert tiny_model.undecided_step(ghost, SCHEMAS, ScriptedRng()) == ghost
+def _call(name, **args):
+    return {"name": name, "arguments": args}
 
 
-def test_undecided_draws_are_uniform_and_keep_what_the_prompt_spells_out():
-    import random
+def test_undecided_steps_enumerate_same_signature_tools_and_orders_of_same_typed_values():
+    W, P = "get_weather", "get_population"
+    # one choice per name (parallel calls stay alike), the gold step first
+    assert tiny_model.undecided_steps([_call(W, city="Lima"), _call(W, city="Rome")], SCHEMAS) == [
+        [_call(W, city="Lima"), _call(W, city="Rome")], [_call(P, city="Lima"), _call(P, city="Rome")]]
+    # two names, two choices each: four versions
+    assert tiny_model.undecided_steps([_call(W, city="Paris"), _call(P, city="Rome")], SCHEMAS) == [
+        [_call(W, city="Paris"), _call(P, city="Rome")], [_call(W, city="Paris"), _call(W, city="Rome")],
+        [_call(P, city="Paris"), _call(P, city="Rome")], [_call(P, city="Paris"), _call(W, city="Rome")]]
+    # same-typed values in both orders; a unique signature keeps its name; mixed types stay in their slots
+    fx = [_call("get_exchange_rate", base="USD", quote="EUR")]
+    assert tiny_model.undecided_steps(fx, SCHEMAS) == [fx, [_call("get_exchange_rate", base="EUR", quote="USD")]]
+    t = [_call("get_time", city="Oslo", hour=3)]
+    assert tiny_model.undecided_steps(t, SCHEMAS) == [t]
+    # a tool the schemas do not list keeps its name and arguments; equal values make no second version
+    assert tiny_model.undecided_steps([_call("ghost", a=1)], SCHEMAS) == [[_call("ghost", a=1)]]
+    same = [_call("get_exchange_rate", base="USD", quote="USD")]
+    assert tiny_model.undecided_steps(same, SCHEMAS) == [same]
 
-    rng, n = random.Random(7), 4000
-    names, swapped = collections.Counter(), 0
-    for _ in range(n):
-        out = tiny_model.undecided_step([{"name": "get_weather", "arguments": {"city": "Lima"}},
-                                         {"name": "get_exchange_rate", "arguments": {"base": "JPY", "quote": "INR"}}],
-                                        SCHEMAS, rng)  # fmt: skip
-        names[out[0]["name"]] += 1
-        assert out[0]["arguments"] == {"city": "Lima"}
-        assert sorted(out[1]["arguments"].values()) == ["INR", "JPY"] and out[1]["name"] == "get_exchange_rate"
-        swapped += out[1]["arguments"]["base"] == "INR"
-    assert set(names) == {"get_weather", "get_population"}
-    assert abs(names["get_weather"] / n - 0.5) < 0.03 and abs(swapped / n - 0.5) < 0.03
 
-
-def test_gold_dialogues_undecided_share_is_seeded_and_checked(tmp_path):
+def test_gold_dialogues_undecided_writes_every_version_of_the_chosen_rows(tmp_path):
     from data_prep import cpu_task
 
     cpu_task.main(["--output_dir", str(tmp_path), "--seed", "0", "--no_progress"])
@@ -324,9 +303,16 @@ def test_gold_dialogues_undecided_share_is_seeded_and_checked(tmp_path):
     decided = tiny_model.gold_dialogues(rl, share=0.3, seed=1)
     again = tiny_model.gold_dialogues(rl, share=0.3, seed=1, undecided=1.0)
     assert again == tiny_model.gold_dialogues(rl, share=0.3, seed=1, undecided=1.0)  # seeded
-    assert [d[:2] for d in again] == [d[:2] for d in decided]  # the same prompts
-    calls = lambda ds: [d[2]["content"] for d in ds if len(d) > 3]  # noqa: E731
-    assert sum(a != b for a, b in zip(calls(decided), calls(again))) > 0.2 * len(calls(decided))
+    prompts = lambda ds: [json.dumps(d[:2]) for d in ds]  # noqa: E731
+    assert set(prompts(again)) == set(prompts(decided))  # the same prompts
+    by_prompt = collections.Counter(prompts(again))
+    for d in decided:
+        versions = by_prompt[json.dumps(d[:2])]
+        if len(d) == 3:  # a chat row: one direct reply
+            assert versions == 1
+        else:  # every tool kind of the task has one alternative: the other city tool, or the other order
+            assert versions == 2, d[2]["content"]
+    assert decided == [d for d in again if d in decided] and len(again) > len(decided)
     assert tiny_model.gold_dialogues(rl, share=0.3, seed=1, undecided=0.0) == decided
     with pytest.raises(ValueError, match="undecided"):
         tiny_model.gold_dialogues(rl, undecided=1.5)

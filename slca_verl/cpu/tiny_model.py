@@ -141,15 +141,19 @@ def _signature(schema: dict) -> tuple:
     return tuple(sorted((k, str((v or {}).get("type"))) for k, v in props.items()))
 
 
-def undecided_step(step: list[dict], schemas: Sequence[dict], rng) -> list[dict]:
-    """The gold step with its decisions drawn at random: each tool name replaced by one drawn uniformly from the
-    row's tools with the same signature (itself included; one draw per name, so parallel calls stay alike), and in
-    each call the values of same-typed parameters permuted uniformly (one permutation per step).
+def undecided_steps(step: list[dict], schemas: Sequence[dict]) -> list[list[dict]]:
+    """Every version of the gold step with its decisions left open: each tool name replaced by each of the row's
+    tools with the same signature (itself included; one choice per name, so parallel calls stay alike), times every
+    order of the values of same-typed parameters (one order per step), without repeats, the gold step first.
 
-    What is left unchanged is what the prompt spells out (the argument values), so a warm-up on such episodes
-    teaches the format and reading the arguments, and leaves to RL which tool answers which phrasing and which
-    value goes in which slot (for the CPU task: weather or population, the base or the quote currency).
+    What stays fixed is what the prompt spells out (the argument values). A warm-up that sees the episode once per
+    version learns the format and reading the arguments, and a uniform choice among the versions — so sampling at
+    temperature 1 explores them and RL can learn which tool answers which phrasing and which value goes in which
+    slot (for the CPU task: weather or population, the base or the quote currency). One random version per
+    episode does not do that: the warm-up memorises the draw, and every sample of a prompt is the same call.
     """
+    import itertools
+
     by_sig: dict[tuple, list[str]] = {}
     sig_of: dict[str, tuple] = {}
     for sch in schemas:
@@ -157,25 +161,46 @@ def undecided_step(step: list[dict], schemas: Sequence[dict], rng) -> list[dict]
         if isinstance(fn, dict) and fn.get("name"):
             sig_of[fn["name"]] = _signature(sch)
             by_sig.setdefault(sig_of[fn["name"]], []).append(fn["name"])
-    names = {c["name"]: rng.choice(by_sig.get(sig_of.get(c["name"]), [c["name"]])) for c in step}
-    perms: dict[tuple, list[int]] = {}
-    out = []
+    names = list(dict.fromkeys(c["name"] for c in step))
+    name_options = [[n] + [m for m in by_sig.get(sig_of.get(n), [n]) if m != n] for n in names]
+    groups: dict[tuple, int] = {}  # (type, number of same-typed keys in a call) -> size
     for call in step:
-        args = dict(call.get("arguments") or {})
-        sig = sig_of.get(call["name"], ())
-        types: dict[str, list[str]] = {}
-        for k, t in sig:
-            if k in args:
-                types.setdefault(t, []).append(k)
-        for t, keys in types.items():
-            order = perms.setdefault((t, len(keys)), rng.sample(range(len(keys)), len(keys)))
-            values = [args[k] for k in keys]
-            args.update({k: values[i] for k, i in zip(keys, order)})
-        out.append({"name": names[call["name"]], "arguments": args})
+        counts: dict[str, int] = {}
+        for _, t in _signature_of(call, sig_of):
+            counts[t] = counts.get(t, 0) + 1
+        for t, n in counts.items():
+            groups[(t, n)] = n
+    group_keys = sorted(groups)
+    perm_options = [list(itertools.permutations(range(groups[g]))) for g in group_keys]
+    out: list[list[dict]] = []
+    for choice in itertools.product(*name_options):
+        rename = dict(zip(names, choice))
+        for perms in itertools.product(*perm_options):
+            order = dict(zip(group_keys, perms))
+            version = []
+            for call in step:
+                args = dict(call.get("arguments") or {})
+                types: dict[str, list[str]] = {}
+                for k, t in _signature_of(call, sig_of):
+                    types.setdefault(t, []).append(k)
+                for t, keys in types.items():
+                    values = [args[k] for k in keys]
+                    args.update({k: values[i] for k, i in zip(keys, order[(t, len(keys))])})
+                version.append({"name": rename[call["name"]], "arguments": args})
+            if version not in out:
+                out.append(version)
     return out
 
 
-async def _gold_dialogue(row: dict, simulator, undecided: bool = False, rng=None) -> list[dict] | None:
+def _signature_of(call: dict, sig_of: dict[str, tuple]) -> list[tuple[str, str]]:
+    """The ``(key, type)`` pairs of the call's tool signature that the call's arguments fill."""
+    args = call.get("arguments") or {}
+    return [(k, t) for k, t in sig_of.get(call["name"], ()) if k in args]
+
+
+async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_repeats: int = 1) -> list[list[dict]]:
+    """The row's gold episode, or with ``undecided`` one episode per version of its first step
+    (:func:`undecided_steps`), each version other than the gold one ``alt_repeats`` times."""
     from data_prep.sft import tool_call_text
 
     prompt = [{"role": m["role"], "content": m["content"]} for m in _messages(row["prompt"])]
@@ -183,25 +208,31 @@ async def _gold_dialogue(row: dict, simulator, undecided: bool = False, rng=None
     gold = _plain(gt.get("gold_tool_calls") or [])
     schemas = _plain(row.get("extra_info") or {}).get("tool_schemas") or gt.get("tool_schemas")
     if not gold or not gold[0]:
-        return prompt + [{"role": "assistant", "content": "No tool fits this request, so I answer directly."}]
-    step = gold[0]
+        return [prompt + [{"role": "assistant", "content": "No tool fits this request, so I answer directly."}]]
+    steps = [gold[0]]
     if undecided:
-        step = undecided_step(step, _plain(schemas or []), rng)
-    responses = []
-    for call in step:
-        res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
-        responses.append(res.text)
-    return (prompt + [{"role": "assistant", "content": tool_call_text(step)}]
-            + [{"role": "tool", "content": r} for r in responses]
-            + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
+        versions = undecided_steps(gold[0], _plain(schemas or []))
+        steps = versions[:1] + [v for v in versions[1:] for _ in range(alt_repeats)]
+    episodes = []
+    for step in steps:
+        responses = []
+        for call in step:
+            res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
+            responses.append(res.text)
+        episodes.append(prompt + [{"role": "assistant", "content": tool_call_text(step)}]
+                        + [{"role": "tool", "content": r} for r in responses]
+                        + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
+    return episodes
 
 
-def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, undecided: float = 0.0
-                   ) -> list[list[dict]]:  # fmt: skip
+def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, undecided: float = 0.0,
+                   alt_repeats: int = 1) -> list[list[dict]]:  # fmt: skip
     """Full gold episodes (call, simulated response, reply) for the rows of the RL parquet files: all of them, or a
-    seeded ``share`` of them — so that RL then meets training prompts the warm-up never showed it (headroom on the
-    training rows as on the held-out ones). A seeded ``undecided`` share of the episodes has its decisions drawn
-    at random (:func:`undecided_step`): headroom that RL can learn and that carries over to held-out prompts."""
+    seeded ``share`` of them — so that RL then meets training prompts the warm-up never showed it. For a seeded
+    ``undecided`` share of the rows the episode is written once per version of its decisions
+    (:func:`undecided_steps`): headroom that RL can learn and that carries over to held-out prompts. With
+    ``alt_repeats`` = k > 1 each other version is written k times, so the warm-up prefers the wrong one of two
+    same-signature tools k : 1 — a learned, prompt-dependent mistake that RL has to reverse."""
     import random
 
     import pandas as pd
@@ -210,12 +241,14 @@ def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, u
 
     if not 0.0 <= undecided <= 1.0:
         raise ValueError(f"--undecided must be in [0, 1], got {undecided}")
+    if int(alt_repeats) < 1:
+        raise ValueError(f"--alt_repeats must be >= 1, got {alt_repeats}")
     rng = random.Random(seed)
 
     async def run(rows):
         sim = Simulator({"backend": "offline", "cache_scope": "run"})
         try:
-            return [await _gold_dialogue(r, sim, rng.random() < undecided, rng) for r in rows]
+            return [d for r in rows for d in await _gold_dialogues(r, sim, rng.random() < undecided, int(alt_repeats))]
         finally:
             await sim.aclose()
 
@@ -224,7 +257,7 @@ def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, u
         if not 0.0 < share <= 1.0:
             raise ValueError(f"--share must be in (0, 1], got {share}")
         rows = random.Random(seed).sample(rows, max(1, round(share * len(rows))))
-    return [d for d in asyncio.run(run(rows)) if d]
+    return asyncio.run(run(rows))
 
 
 ASSISTANT_OPEN = "<|im_start|>assistant\n"
@@ -249,8 +282,10 @@ def assistant_labels(tokenizer, messages: list[dict]) -> tuple[list[int], list[b
     return list(enc["input_ids"]), trained
 
 
-def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr: float = 3e-3, seed: int = 0) -> dict:
-    """Supervised warm-up on gold episodes: full-batch AdamW on the assistant tokens only, saved to ``out_dir``.
+def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr: float = 3e-3, seed: int = 0,
+            batch_size: int = 0) -> dict:  # fmt: skip
+    """Supervised warm-up on gold episodes: AdamW on the assistant tokens only, saved to ``out_dir``; each step
+    takes a seeded draw of ``batch_size`` episodes (0: all of them, full batch).
 
     The loss is computed on the assistant positions alone (logits over the 151,936-token vocabulary for the whole
     prompt would cost ~10x more on a CPU). Returns ``{"loss_first", "loss_last", "steps"}``.
@@ -272,14 +307,21 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
         ids[i, : len(x)] = torch.tensor(x)
         attn[i, : len(x)] = 1
         target[i, : len(x)] = torch.tensor(m)
-    pos = target[:, 1:].nonzero(as_tuple=True)  # predict token t+1 from position t
-    labels = ids[:, 1:][pos]
+    lengths = attn.sum(1)
+    n, batch = len(encoded), (len(encoded) if batch_size <= 0 else min(int(batch_size), len(encoded)))
+    gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(1, steps), pct_start=0.1)
-    losses = []
+    losses, trained_tokens = [], 0
     model.train()
     for _ in range(steps):
-        hidden = model.model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1]  # (B, L-1, H)
+        rows = torch.arange(n) if batch == n else torch.randperm(n, generator=gen)[:batch]
+        width = int(lengths[rows].max())
+        b_ids, b_attn, b_target = ids[rows, :width], attn[rows, :width], target[rows, :width]
+        pos = b_target[:, 1:].nonzero(as_tuple=True)  # predict token t+1 from position t
+        labels = b_ids[:, 1:][pos]
+        trained_tokens += int(labels.numel())
+        hidden = model.model(input_ids=b_ids, attention_mask=b_attn).last_hidden_state[:, :-1]  # (b, width-1, H)
         logits = model.lm_head(hidden[pos])  # (n_trained, V): only where the assistant wrote
         loss = torch.nn.functional.cross_entropy(logits, labels)
         opt.zero_grad()
@@ -294,7 +336,7 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
     model.generation_config.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
     report = {"steps": steps, "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-              "episodes": len(encoded), "trained_tokens": int(labels.numel())}  # fmt: skip
+              "episodes": n, "batch_size": batch, "trained_tokens_per_step": trained_tokens / max(1, steps)}  # fmt: skip
     logger.info("warm-up: %s -> %s", report, out_dir)
     return report
 
@@ -313,7 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--share", type=float, default=1.0, help="seeded share of the rows to write episodes for")
     g.add_argument("--undecided", type=float, default=0.0,
-                   help="seeded share of the episodes whose tool choice and slot order are drawn at random")
+                   help="seeded share of the rows written once per version of their tool choice and slot order")
+    g.add_argument("--alt_repeats", type=int, default=1,
+                   help="times each version other than the gold one is written (1: a uniform choice)")
     w = sub.add_parser("warmup", help="supervised warm-up on gold episodes (assistant tokens only)")
     w.add_argument("--model", required=True)
     w.add_argument("--sft", required=True, help="sft_train.parquet written by `gold`")
@@ -321,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--steps", type=int, default=200)
     w.add_argument("--lr", type=float, default=3e-3)
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--batch_size", type=int, default=0, help="episodes per step, a seeded draw (0: all, full batch)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.cmd == "init":
@@ -328,11 +373,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         init_model(args.out, args.seed, tokenizer=tok)
         return 0
     if args.cmd == "warmup":
-        warm_up(args.model, args.sft, args.out, steps=args.steps, lr=args.lr, seed=args.seed)
+        warm_up(args.model, args.sft, args.out, steps=args.steps, lr=args.lr, seed=args.seed,
+                batch_size=args.batch_size)
         return 0
     from data_prep.sft import write
 
-    dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed, undecided=args.undecided)
+    dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed, undecided=args.undecided,
+                               alt_repeats=args.alt_repeats)
     paths = write(dialogues, args.out, val_ratio=0.0, seed=args.seed)
     logger.info("%d gold episodes -> %s", len(dialogues), paths["train"])
     return 0
