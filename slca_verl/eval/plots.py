@@ -13,6 +13,8 @@ Figures (a figure is skipped, and listed in the log, when no run logged any of i
                         ``success``; logged as ``reward_extra/*/mean`` by the slca_sync trainer)
     tool_calls.png      tool calls per episode (the agent loop's ``tool_calls`` or HierR's ``num_calls``)
     response_length.png ``response_length/mean``
+    validation.png      verl's greedy validation: tool accuracy and abstention accuracy per data source
+                        (``val-aux/<source>/toolpo_success/mean@1``)
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ FIGURES = {
     "tool_calls": ("Tool calls per episode", "calls",
                    [[r"(^|/)agent_tool_calls(/mean)?$", r"(^|/)tool_calls(/mean)?$", r"(^|/)num_calls(/mean)?$"]]),
     "response_length": ("Response length", "tokens", [[r"^response_length/mean$"]]),
+    "validation": ("verl's validation (greedy, held-out prompts)", "accuracy",
+                   [[r"^val-aux/cpu_task/toolpo_success/mean@\d+$", r"^val-aux/[^/]+/toolpo_success/mean@\d+$"],
+                    [r"^val-aux/cpu_task_chat/toolpo_success/mean@\d+$"]]),
 }  # fmt: skip
 
 
