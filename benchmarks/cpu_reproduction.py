@@ -39,7 +39,7 @@ RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
 METHODS = {
     "grpo": {"ADV_ESTIMATOR": "grpo"},
     "gdpo": {"ADV_ESTIMATOR": "gdpo"},
-    "slca_grpo": {"ADV_ESTIMATOR": "slca_grpo"},
+    "slca_grpo": {"ADV_ESTIMATOR": "slca_grpo", "ABSTENTION_FIX": "0"},  # faithful (the CPU recipe's default is 1)
     "slca_grpo_fix": {"ADV_ESTIMATOR": "slca_grpo", "ABSTENTION_FIX": "1"},
 }
 #: what a run reports -> the key of verl's validation (or training) metrics it is read from
