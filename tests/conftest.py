@@ -90,3 +90,11 @@ def vllm():
     except OSError as e:
         pytest.fail(f".vllm_cpu_url names {url} but the server does not answer ({e}); restart it or remove the file")
     return url, model
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--inject-fault", default=None, choices=("sign", "to_summary"),
+        help="run tests/test_main_ppo_cpu.py's main_ppo run with a routing fault of tests/fault_injection.py injected into "
+             "slca_grpo (its learning test must then fail)",
+    )  # fmt: skip

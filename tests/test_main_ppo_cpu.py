@@ -1,8 +1,13 @@
 """The main job, for real: ``bash recipes/run_cpu_tiny_slca.sh`` runs verl's own ``python -m verl.trainer.main_ppo``
-for two SLCA-GRPO steps on this CPU (slca_tool_agent -> SGLS -> HierR -> TransferQueue -> slca_sync + slca_grpo ->
+for ten SLCA-GRPO steps on this CPU (slca_tool_agent -> SGLS -> HierR -> TransferQueue -> slca_sync + slca_grpo ->
 FSDP2 update -> weight sync into the hf_cpu rollout), with the tiny Qwen3 built on first use and cached.
 
-One run is shared by every test here (about 4 minutes, plus about 3 the first time the tiny model is built).
+One run is shared by every test here (about 5 minutes, plus about 8 the first time the tiny model is built).
+
+It is also the learning test of the trainer path: verl's validation of the held-out prompts must rise within the
+ten steps (:func:`test_verl_validation_tool_accuracy_rises_within_ten_steps`). ``pytest --inject-fault=sign`` or
+``--inject-fault=to_summary`` runs it with a routing fault of ``tests/fault_injection.py`` injected into
+``slca_grpo``; that test must then fail.
 """
 
 import os
@@ -12,14 +17,23 @@ import pytest
 
 from slca_verl.core_algos import SEGMENT_METRICS
 
-from main_ppo_helpers import STEPS, read_metrics, run_recipe, tiny_model_dir
+from main_ppo_helpers import read_metrics, run_recipe, tiny_model_dir
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+STEPS = 10
 
 
 @pytest.fixture(scope="module")
-def slca_run(tmp_path_factory):
-    proc, out_dir = run_recipe(str(tmp_path_factory.mktemp("cpu_runs")))
+def slca_run(request, tmp_path_factory):
+    env = {"TOTAL_TRAINING_STEPS": str(STEPS)}
+    fault = request.config.getoption("--inject-fault")
+    if fault:  # verl imports VERL_USE_EXTERNAL_MODULES in every process, the trainer's Ray actor included
+        env.update(VERL_USE_EXTERNAL_MODULES="fault_injection", SLCA_TEST_FAULT=fault,
+                   PYTHONPATH=os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p))  # fmt: skip
+    proc, out_dir = run_recipe(str(tmp_path_factory.mktemp("cpu_runs")), **env)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
+    assert ("broken on purpose" in log) == bool(fault)  # the fault was installed (verl imported it), or none was
     metrics = read_metrics(out_dir)
     validation = {0: metrics.pop(0, {})}  # verl's validation before training (the recipe's default for the task)
     validation[STEPS] = {k: v for k, v in metrics.get(STEPS, {}).items() if k.startswith("val-")}
@@ -49,13 +63,19 @@ def test_tool_tokens_receive_nonzero_segment_advantages(slca_run):
 
 def test_segment_ids_reaching_the_estimator_are_the_agent_loops(slca_run):
     """The agent loop counts its TOOL / SUMMARY tokens per trajectory (reward_extra/agent_*), the estimator counts
-    the ids it received from TransferQueue (slca/*): equal batch means, so the ids crossed unchanged."""
+    the ids it received from TransferQueue (slca/*): equal batch means, so the ids crossed unchanged. The loop
+    counts before the abstention fix (the recipe's default for this task) relabels a direct reply's first token TOOL
+    (``agent_decision_tokens``: 1 per relabelled rollout), so that token moves from the summary count to the tool's."""
     _, metrics, _, _ = slca_run
     for m in metrics.values():
-        assert m["slca/tool_tokens/mean"] == pytest.approx(m["reward_extra/agent_tool_tokens/mean"], abs=1e-6)
-        assert m["slca/summary_tokens/mean"] == pytest.approx(m["reward_extra/agent_summary_tokens/mean"], abs=1e-6)
-        assert m["slca/has_tool/frac"] == pytest.approx(m["reward_extra/agent_has_tool_segment/mean"], abs=1e-6)
+        decision = m["reward_extra/agent_decision_tokens/mean"]
+        tool, summary = m["reward_extra/agent_tool_tokens/mean"], m["reward_extra/agent_summary_tokens/mean"]
+        assert m["slca/tool_tokens/mean"] == pytest.approx(tool + decision, abs=1e-6)
+        assert m["slca/summary_tokens/mean"] == pytest.approx(summary - decision, abs=1e-6)
+        has_tool = m["reward_extra/agent_has_tool_segment/mean"] + decision
+        assert m["slca/has_tool/frac"] == pytest.approx(has_tool, abs=1e-6)
         assert m["slca/tool_tokens/mean"] > 0
+    assert max(m["reward_extra/agent_decision_tokens/mean"] for m in metrics.values()) > 0  # chat prompts were drawn
 
 
 def test_rollout_server_generated_every_step_with_the_weights_of_that_step(slca_run):
@@ -69,7 +89,7 @@ def test_rollout_server_generated_every_step_with_the_weights_of_that_step(slca_
     assert metrics[STEPS]["timing_s/update_weights"] > 0
 
 
-def test_the_step_2_checkpoint_merges_into_an_hf_model_whose_weights_moved(slca_run, tmp_path):
+def test_the_last_checkpoint_merges_into_an_hf_model_whose_weights_moved(slca_run, tmp_path):
     from safetensors.torch import load_file
 
     out_dir, _, log, _ = slca_run
@@ -96,3 +116,15 @@ def test_verl_validates_the_held_out_prompts_before_training_and_at_the_last_ste
         assert v["val-aux/cpu_task/num_gold_calls/mean@1"] >= 1.0  # tool rows only under cpu_task
         assert v["val-aux/cpu_task_chat/num_gold_calls/mean@1"] == 0.0  # chat rows: gold is a direct reply
     assert validation[0]["val-aux/cpu_task_chat/toolpo_success/mean@1"] >= 0.75  # the warm-up answers chat directly
+
+
+def test_verl_validation_tool_accuracy_rises_within_ten_steps(slca_run):
+    """The warm-up leaves a prompt-dependent mistake to unlearn (it prefers the wrong one of two same-signature tools,
+    and the wrong currency order, 3 : 1), so greedy validation starts near 0 while sampling finds the right call a
+    quarter of the time; only the tool tokens' execution advantage says which call is right. Measured with seed 0:
+    4 % at step 0, 26 % at step 5, 37 % at step 10 (docs/cpu.md). A sign error or tool credit landing on the
+    summary leaves it at the start or lowers it."""
+    _, _, _, validation = slca_run
+    tool = {s: validation[s]["val-aux/cpu_task/toolpo_success/mean@1"] for s in (0, STEPS)}
+    assert tool[STEPS] - tool[0] >= 0.15, tool
+    assert validation[STEPS]["val-aux/cpu_task_chat/toolpo_success/mean@1"] >= 0.75  # chat still answered directly
