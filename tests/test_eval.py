@@ -212,10 +212,15 @@ def test_plots_draw_each_figure_from_verl_file_logger_records(tmp_path):
                                  "critic/advantages/min": -1.0, "agent_tool_calls/mean": 2.0,
                                  "reward_extra/name_f1/mean": 0.1 * s, "reward_extra/value/mean": 0.05 * s,
                                  "response_length/mean": 300.0 + s, "timing/step": "n/a"}} for s in range(1, 5)]  # fmt: skip
+    # verl's validation, logged at step 0 (before training) and at its test_freq steps only
+    recs += [{"step": s, "data": {"val-aux/cpu_task/toolpo_success/mean@1": 0.1 * s,
+                                  "val-aux/cpu_task_chat/toolpo_success/mean@1": 1.0}} for s in (0, 2, 4)]  # fmt: skip
     log.write_text("\n".join(json.dumps(r) for r in recs))
     assert plots.main(["--metrics", str(log), "--labels", "slca", "--out_dir", str(tmp_path / "p")]) == 0
     for name in plots.FIGURES:
         assert os.path.getsize(tmp_path / "p" / f"{name}.png") > 1000, name
+    drawn = plots.plot({"slca": plots.load_metrics(str(log))}, str(tmp_path / "q"))
+    assert drawn["validation"] == ["val-aux/cpu_task/toolpo_success/mean@1", "val-aux/cpu_task_chat/toolpo_success/mean@1"]
 
 
 def test_plots_skip_a_figure_whose_keys_no_run_logged(tmp_path):
