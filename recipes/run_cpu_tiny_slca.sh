@@ -53,7 +53,8 @@ WARMUP_UNDECIDED=${WARMUP_UNDECIDED:-0}
 WARMUP_ALT_REPEATS=${WARMUP_ALT_REPEATS:-1}
 WARMUP_BATCH=${WARMUP_BATCH:-0}
 export ABSTENTION_FIX=${ABSTENTION_FIX:-${ABSTENTION_FIX_DEFAULT}}  # the CPU task has chat prompts: answer them
-# the cache key: seed, task, warm-up budget, share and undecided share, vocabulary, and the builder's and the data's code (a change rebuilds)
+# the cache key: seed, task, warm-up budget, share, undecided share and repeats, batch, vocabulary, and the builder's and
+# the data's code (a change rebuilds)
 BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" | sha1sum | cut -c1-10)
 TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}r${WARMUP_ALT_REPEATS}_b${WARMUP_BATCH}_v${VOCAB_SIZE}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}

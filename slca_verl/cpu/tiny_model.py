@@ -163,26 +163,23 @@ def undecided_steps(step: list[dict], schemas: Sequence[dict]) -> list[list[dict
             by_sig.setdefault(sig_of[fn["name"]], []).append(fn["name"])
     names = list(dict.fromkeys(c["name"] for c in step))
     name_options = [[n] + [m for m in by_sig.get(sig_of.get(n), [n]) if m != n] for n in names]
-    groups: dict[tuple, int] = {}  # (type, number of same-typed keys in a call) -> size
+    slots = []  # per call: {type: [keys the call fills]}, in signature order
     for call in step:
-        counts: dict[str, int] = {}
-        for _, t in _signature_of(call, sig_of):
-            counts[t] = counts.get(t, 0) + 1
-        for t, n in counts.items():
-            groups[(t, n)] = n
-    group_keys = sorted(groups)
-    perm_options = [list(itertools.permutations(range(groups[g]))) for g in group_keys]
+        args, types = call.get("arguments") or {}, {}
+        for k, t in sig_of.get(call["name"], ()):
+            if k in args:
+                types.setdefault(t, []).append(k)
+        slots.append(types)
+    groups = sorted({(t, len(keys)) for types in slots for t, keys in types.items()})  # one order per group
+    perm_options = [list(itertools.permutations(range(n))) for _, n in groups]
     out: list[list[dict]] = []
     for choice in itertools.product(*name_options):
         rename = dict(zip(names, choice))
         for perms in itertools.product(*perm_options):
-            order = dict(zip(group_keys, perms))
+            order = dict(zip(groups, perms))
             version = []
-            for call in step:
+            for call, types in zip(step, slots):
                 args = dict(call.get("arguments") or {})
-                types: dict[str, list[str]] = {}
-                for k, t in _signature_of(call, sig_of):
-                    types.setdefault(t, []).append(k)
                 for t, keys in types.items():
                     values = [args[k] for k in keys]
                     args.update({k: values[i] for k, i in zip(keys, order[(t, len(keys))])})
@@ -190,12 +187,6 @@ def undecided_steps(step: list[dict], schemas: Sequence[dict]) -> list[list[dict
             if version not in out:
                 out.append(version)
     return out
-
-
-def _signature_of(call: dict, sig_of: dict[str, tuple]) -> list[tuple[str, str]]:
-    """The ``(key, type)`` pairs of the call's tool signature that the call's arguments fill."""
-    args = call.get("arguments") or {}
-    return [(k, t) for k, t in sig_of.get(call["name"], ()) if k in args]
 
 
 async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_repeats: int = 1) -> list[list[dict]]:
