@@ -191,10 +191,19 @@ def test_tau2_hands_the_user_simulators_key_through_the_environment_not_the_comm
     key_file.write_text("sk-user-sim-0123456789\n")
     args = argparse.Namespace(tau2_bin=str(fake), agent_model="policy", agent_base_url="http://127.0.0.1:1/v1",
                               user_model="u", user_base_url="http://127.0.0.1:2/v1", num_trials=1, max_concurrency=1,
-                              task_ids=None, num_tasks=1, timeout_s=60, user_api_key_file=str(key_file))
+                              task_ids=None, num_tasks=1, timeout_s=60, user_api_key_file=str(key_file),
+                              max_steps=None, max_tokens=None)
     assert tau2.run_domain("mock", args, str(tmp_path)) == []
     seen = json.loads(record.read_text())
     assert seen["key"] == "sk-user-sim-0123456789" and "sk-user-sim" not in " ".join(seen["argv"])
+    assert "--max-steps" not in seen["argv"] and "max_tokens" not in " ".join(seen["argv"])  # tau2's own defaults
+    # the CPU chain's caps: tau2's step limit, and a reply cap for both LLMs (tiny models never stop talking)
+    assert tau2.run_domain("mock", argparse.Namespace(**{**vars(args), "max_steps": 10, "max_tokens": 128}),
+                           str(tmp_path)) == []
+    argv = json.loads(record.read_text())["argv"]
+    assert argv[argv.index("--max-steps") + 1] == "10"
+    for flag in ("--agent-llm-args", "--user-llm-args"):
+        assert json.loads(argv[argv.index(flag) + 1])["max_tokens"] == 128
     for bad in (str(tmp_path / "missing"), str(tmp_path / "empty")):
         (tmp_path / "empty").write_text("")
         with pytest.raises(ValueError, match="user_api_key_file"):
@@ -229,6 +238,14 @@ def test_plots_skip_a_figure_whose_keys_no_run_logged(tmp_path):
     drawn = plots.plot({"run": plots.load_metrics(str(log))}, str(tmp_path / "p"))
     assert drawn == {"reward": ["critic/score/mean"]}
     assert not (tmp_path / "p" / "tool_calls.png").exists()
+
+
+def test_plots_cli_names_a_missing_metrics_file_instead_of_a_traceback(tmp_path, caplog):
+    missing = str(tmp_path / "run" / "metrics.jsonl")
+    with caplog.at_level("ERROR", logger="slca_verl.eval.plots"):
+        assert plots.main(["--metrics", missing, "--out_dir", str(tmp_path / "p")]) == 1
+    assert missing in caplog.text and '"file"' in caplog.text
+    assert not (tmp_path / "p").exists()
 
 
 def test_the_advantage_plot_uses_the_segment_metrics_slca_sync_logs():

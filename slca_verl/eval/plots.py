@@ -112,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     labels = args.labels or [os.path.splitext(os.path.basename(m))[0] for m in args.metrics]
+    absent = [m for m in args.metrics if not os.path.isfile(m)]
+    if absent:  # e.g. a run whose logger had no "file" entry: say which, no traceback
+        logger.error("no metrics file %s (verl's file logger: trainer.logger must include \"file\")", absent)
+        return 1
     runs = {label: load_metrics(path) for label, path in zip(labels, args.metrics)}
     drawn = plot(runs, args.out_dir)
     missing = sorted(set(FIGURES) - set(drawn))
