@@ -3,6 +3,7 @@
 # OpenAI-compatible API, score with bfcl-eval's ast_checker (pip install --no-deps -r requirements-bfcl.txt).
 #
 #   bash recipes/eval_bfcl.sh CHECKPOINT        # -> ${OUT_DIR}/bfcl.json, bfcl.md
+#   DEVICE=cpu CATEGORIES=simple_python LIMIT=5 MAX_TOKENS=128 bash recipes/eval_bfcl.sh CHECKPOINT   # the CPU chain
 set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
@@ -12,6 +13,6 @@ PORT=${PORT:-8100}
 CATEGORIES=${CATEGORIES:-simple_python,multiple,parallel,parallel_multiple,irrelevance,live_simple,live_multiple,live_parallel,live_parallel_multiple,live_irrelevance}
 mkdir -p "${OUT_DIR}"
 source "${RECIPES_DIR}/eval_lib.sh"
-serve_policy "$(hf_checkpoint "${CHECKPOINT}")" "${PORT}"
+serve_policy "$(servable_checkpoint "${CHECKPOINT}")" "${PORT}"
 python3 -m slca_verl.eval.bfcl --base_url "http://127.0.0.1:${PORT}/v1" --model policy --categories "${CATEGORIES}" \
-  --out_dir "${OUT_DIR}" --bfcl_root "${OUT_DIR}/bfcl_root"
+  --out_dir "${OUT_DIR}" --bfcl_root "${OUT_DIR}/bfcl_root" ${LIMIT:+--limit "${LIMIT}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"}

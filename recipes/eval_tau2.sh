@@ -5,6 +5,8 @@
 # bash scripts/tau2_setup.sh, then TAU2_BIN=$(cat .tau2_bin).
 #
 #   USER_BASE_URL=http://127.0.0.1:8200/v1 USER_MODEL=user-sim bash recipes/eval_tau2.sh CHECKPOINT
+#   DEVICE=cpu DOMAINS=mock NUM_TRIALS=1 KS=1 TASK_IDS=create_task_1 MAX_STEPS=10 MAX_TOKENS=128 \
+#     USER_BASE_URL=… bash recipes/eval_tau2.sh CHECKPOINT                                   # the CPU chain
 set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
@@ -21,8 +23,12 @@ NUM_TRIALS=${NUM_TRIALS:-4}
 TAU2_BIN=${TAU2_BIN:-$(command -v tau2 || true)}
 mkdir -p "${OUT_DIR}"
 source "${RECIPES_DIR}/eval_lib.sh"
-serve_policy "$(hf_checkpoint "${CHECKPOINT}")" "${PORT}"
+# tau2's agent sends tools with tool_choice "auto": vLLM answers that only with a tool-call parser of the
+# checkpoint's chat format (hermes: Qwen2.5 / Qwen3 and the tiny CPU model)
+serve_policy "$(servable_checkpoint "${CHECKPOINT}")" "${PORT}" --enable-auto-tool-choice \
+  --tool-call-parser "${TOOL_CALL_PARSER:-hermes}"
 python3 -m slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://127.0.0.1:${PORT}/v1" \
   --agent_model policy --user_base_url "${USER_BASE_URL}" --user_model "${USER_MODEL}" --num_trials "${NUM_TRIALS}" \
   ${TAU2_BIN:+--tau2_bin "${TAU2_BIN}"} ${USER_API_KEY_FILE:+--user_api_key_file "${USER_API_KEY_FILE}"} \
-  --out_dir "${OUT_DIR}"
+  ${TASK_IDS:+--task_ids "${TASK_IDS}"} ${NUM_TASKS:+--num_tasks "${NUM_TASKS}"} ${KS:+--ks "${KS}"} \
+  ${MAX_STEPS:+--max_steps "${MAX_STEPS}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} --out_dir "${OUT_DIR}"

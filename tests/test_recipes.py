@@ -417,6 +417,25 @@ def test_the_in_domain_eval_command_composes_a_validation_only_run(tmp_path):
     assert cfg.actor_rollout_ref.model.path == str(tmp_path / "ckpt" / "global_step_5")
 
 
+def test_the_in_domain_eval_on_a_cpu_is_a_validation_only_run_of_the_cpu_recipe(tmp_path):
+    """DEVICE=cpu: the same eval command validates through the CPU recipe (its platform, rollout, the seed's
+    held-out prompts) instead of the 7B recipe's GPU settings."""
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(tmp_path / "ckpt" / "global_step_5")],
+        capture_output=True, timeout=60,
+        env={**os.environ, "DRY_RUN": "args", "DEVICE": "cpu", "SEED": "7", "OUT_DIR": str(tmp_path / "ev"),
+             "CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    args = [a.decode() for a in proc.stdout.split(b"\0") if a]
+    cfg, _ = compose_check.check(compose_check.PPO, args)
+    assert cfg.trainer.val_only is True and cfg.trainer.device == "cpu"
+    assert cfg.actor_rollout_ref.rollout.name == "hf_cpu"
+    assert cfg.actor_rollout_ref.model.path == str(tmp_path / "ckpt" / "global_step_5")
+    assert "_seed7_" in cfg.data.val_files and cfg.data.val_files.endswith("cpu_task_val.parquet")
+    assert not (tmp_path / "cache").exists()  # a dry run builds nothing
+
+
 def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_changed(composed):
     """run_cpu_tiny_slca.sh goes through run_qwen7b_slca.sh: the same method keys, the CPU platform's settings."""
     big, cpu = as_dict(composed["run_qwen7b_slca.sh"][0]), as_dict(composed["run_cpu_tiny_slca.sh"][0])

@@ -89,18 +89,27 @@ def llm_args(base_url: str, temperature: float, extra: dict | None = None) -> st
     return json.dumps({"api_base": base_url, "temperature": temperature, **(extra or {})})
 
 
+def max_tokens_arg(n: int | None) -> dict:
+    """LiteLLM's completion cap for each reply of the agent and the user (None: the server's default)."""
+    return {"max_tokens": int(n)} if n else {}
+
+
 def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict]:
     """Run ``tau2 run`` for one domain; returns its simulation records."""
     save_to = f"slca_eval_{domain}"
     cmd = [
         args.tau2_bin, "run", "--domain", domain,
-        "--agent-llm", f"openai/{args.agent_model}", "--agent-llm-args", llm_args(args.agent_base_url, 0.0),
-        "--user-llm", f"openai/{args.user_model}", "--user-llm-args", llm_args(args.user_base_url, 0.0),
+        "--agent-llm", f"openai/{args.agent_model}",
+        "--agent-llm-args", llm_args(args.agent_base_url, 0.0, max_tokens_arg(args.max_tokens)),
+        "--user-llm", f"openai/{args.user_model}",
+        "--user-llm-args", llm_args(args.user_base_url, 0.0, max_tokens_arg(args.max_tokens)),
         "--num-trials", str(args.num_trials), "--max-concurrency", str(args.max_concurrency), "--save-to", save_to,
         # results in the run's own work dir: tau2 would otherwise write into its package's data folder and, finding
         # a file of the same name there, resume an earlier run instead of starting a new one
         "--results-dir", workdir,
     ]  # fmt: skip
+    if args.max_steps:
+        cmd += ["--max-steps", str(args.max_steps)]
     if args.task_ids:
         cmd += ["--task-ids", *args.task_ids.split(",")]
     elif args.num_tasks:
@@ -139,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--num_tasks", type=int, default=None)
     p.add_argument("--task_ids", default=None, help="comma-separated task ids (instead of --num_tasks)")
     p.add_argument("--max_concurrency", type=int, default=8)
+    p.add_argument("--max_steps", type=int, default=None, help="tau2's --max-steps (default: tau2's own)")
+    p.add_argument("--max_tokens", type=int, default=None,
+                   help="cap on each reply of the agent and the user (tiny models that never stop outgrow a context)")
     p.add_argument("--ks", default="1,2,4")
     p.add_argument("--timeout_s", type=float, default=6 * 3600)
     p.add_argument("--tau2_bin", default=None, help="the tau2 command (default: tau2 on PATH, from the extra)")
