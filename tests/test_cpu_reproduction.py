@@ -1,0 +1,66 @@
+"""benchmarks/cpu_reproduction.py's bookkeeping on hand-written verl metrics: what a run reports, the spread over seeds,
+and --resume keeping finished runs of other cells (the grid is run in pieces on a 2-core machine)."""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+
+import cpu_reproduction as cr  # noqa: E402
+
+TOOL, CHAT, REPLY = (cr.VAL_KEYS[k] for k in ("tool_acc", "abstention_acc", "reply_quality"))
+
+
+def write_metrics(path, records):
+    with open(path, "w") as f:
+        for step, data in records:
+            f.write(json.dumps({"step": step, "data": data}) + "\n")
+
+
+def test_run_summary_reads_verls_validation_and_the_noise_leak(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    write_metrics(path, [
+        (0, {TOOL: 0.04, CHAT: 1.0, REPLY: 0.5}),
+        (1, {cr.LEAK_KEY: 0.2}), (2, {cr.LEAK_KEY: 0.4}),
+        (5, {TOOL: 0.25, CHAT: 1.0, REPLY: 0.6, cr.LEAK_KEY: 0.6}),  # a step's training and validation records
+        (10, {TOOL: 0.40, CHAT: 0.75, REPLY: 0.7}),
+    ])  # fmt: skip
+    with open(path, "a") as f:
+        f.write("not json\n")  # a truncated last line of a killed run is skipped
+    s = cr.run_summary(cr.read_metrics(str(path)), threshold=0.3)
+    assert s["start_tool_acc"] == 0.04 and s["final_tool_acc"] == 0.40
+    assert s["steps_to_threshold"] == 10  # 0.25 at step 5 is below 0.3
+    assert s["final_abstention_acc"] == 0.75 and s["final_reply_quality"] == 0.7
+    assert abs(s["noise_leak"] - 0.4) < 1e-12  # mean of 0.2, 0.4, 0.6
+    assert cr.run_summary(cr.read_metrics(str(path)), threshold=0.9)["steps_to_threshold"] is None
+
+
+def test_summary_gives_median_and_range_and_counts_never_as_steps_plus_one():
+    runs = [{"method": "grpo", "sigma": 1.0, "seed": s, "failed": False, "steps_to_threshold": t,
+             "start_tool_acc": 0.0, "final_tool_acc": a, "final_abstention_acc": 1.0, "final_reply_quality": 0.5,
+             "noise_leak": 0.6} for s, t, a in ((1, 5, 0.4), (2, None, 0.2), (3, 10, 0.35))]
+    runs.append({**runs[0], "seed": 4, "failed": True})
+    cell = cr.summarise(runs, steps=10)["grpo|1"]
+    assert cell["runs"] == 4 and cell["failed"] == 1 and cell["reached"] == 2
+    assert cell["steps_to_threshold"] == {"median": 10, "min": 5, "max": 11, "n": 3}
+    assert cell["final_tool_acc"] == {"median": 0.35, "min": 0.2, "max": 0.4, "n": 3}
+    row = cr.table({"grpo|1": cell}, steps=10, threshold=0.3).splitlines()[-1]
+    assert row.startswith("| grpo | 1 | 2/3 | 10 [5, >10] | 0 [0, 0] → 35 [20, 40] |")
+
+
+def test_resume_keeps_finished_runs_of_other_cells_and_reruns_failed_ones(tmp_path):
+    out = tmp_path / "grid.json"
+    run = {"steps_to_threshold": 5, "start_tool_acc": 0.0, "final_tool_acc": 0.4, "final_abstention_acc": 1.0,
+           "final_reply_quality": 0.5, "noise_leak": 0.6}
+    done = [{"method": "grpo", "sigma": 1.0, "seed": 11, "failed": False, **run},
+            {"method": "gdpo", "sigma": 1.0, "seed": 11, "failed": True, **run}]
+    json.dump({"args": {"steps": 10}, "runs": done}, open(out, "w"))
+    prev = cr.previous_runs(str(out), steps=10)
+    assert set(prev) == {("grpo", 1.0, 11)}  # the failed run is not kept: it runs again
+    assert cr.previous_runs(str(out), steps=20) == {}  # another budget is another experiment
+    assert cr.previous_runs(str(tmp_path / "none.json"), steps=10) == {}
+    args = argparse.Namespace(out=str(out), steps=10, threshold=0.3, plot_only=None, resume=True, seeds=[11])
+    cr.write_result(args, {"cpus": 2}, 1.0, list(prev.values()))
+    assert json.load(open(out))["runs"] == [done[0]] and "resume" not in json.load(open(out))["args"]
