@@ -28,7 +28,10 @@ TOOLS = [
             "description": "Latest quote for a ticker",
             "parameters": {
                 "type": "object",
-                "properties": {"ticker": {"type": "string"}, "exchange": {"type": "string", "enum": ["NYSE", "NASDAQ"]}},
+                "properties": {
+                    "ticker": {"type": "string"},
+                    "exchange": {"type": "string", "enum": ["NYSE", "NASDAQ"]},
+                },
                 "required": ["ticker"],
             },
             "response_schema": {
@@ -153,8 +156,9 @@ def main(argv=None) -> int:
         server.terminate()
         server.join(5)
     print(f"distinct calls : {res['calls']} at concurrency {res['concurrency']}, {res['delay_ms']:g} ms/request")
-    print(f"  median wall of {res['repeats']} runs {res['wall_s']:.3f} s vs ideal {res['ideal_s']:.3f} s -> {res['ratio_to_ideal']:.2f}x ideal "
-          f"(target <= {args.max_ratio}x); ok {res['ok']}/{res['calls'] * res['repeats']}")  # fmt: skip
+    print(f"  median wall of {res['repeats']} runs {res['wall_s']:.3f} s vs ideal {res['ideal_s']:.3f} s "
+          f"-> {res['ratio_to_ideal']:.2f}x ideal (target <= {args.max_ratio}x); "
+          f"ok {res['ok']}/{res['calls'] * res['repeats']}")  # fmt: skip
     print(f"cache hits     : {res['hit_calls_per_s']:,} calls/s (target >= {args.min_hit_rate:,.0f})")
     print(json.dumps(res))
     passed = res["ratio_to_ideal"] <= args.max_ratio and res["hit_calls_per_s"] >= args.min_hit_rate

@@ -13,10 +13,9 @@ have finite logits, for sampling and for the log-probabilities used in the loss 
 
 from __future__ import annotations
 
+import ca_task as T
 import torch
 from torch import nn
-
-import ca_task as T
 
 
 class TinyPolicy(nn.Module):

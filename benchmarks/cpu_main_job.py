@@ -218,7 +218,8 @@ def main(argv=None) -> int:
     tiny_data = slca_env.get("TRAIN_FILES") or recipe_arg("data.train_files", args.seed, work)
     train, tools_yaml = stock_inputs(tiny_data, work)
     runs["stock"] = run("stock", args.steps, args.seed, work, {"ADV_ESTIMATOR": "grpo", "TRAIN_FILES": train},
-                        ["trainer.v1.trainer_mode=sync", "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+                        ["trainer.v1.trainer_mode=sync",
+                         "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
                          f"actor_rollout_ref.rollout.multi_turn.format={args.stock_format}",
                          f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools_yaml}"])  # fmt: skip
     return report(args, runs, import_cost())
@@ -230,7 +231,8 @@ def report(args, runs: dict, cost: dict) -> int:
     ratio = phases["slca"]["step"] / phases["stock"]["step"]
     ratio_k = per_k["slca"]["step"] / per_k["stock"]["step"]
     tokens = {name: statistics.median(m["prompt_length/mean"] + m["response_length/mean"]
-                                      for s, m in r["metrics"].items() if s >= 2) for name, r in runs.items()}  # fmt: skip
+                                      for s, m in r["metrics"].items() if s >= 2)
+              for name, r in runs.items()}  # fmt: skip
 
     print(f"\nmedian over steps 2..{args.steps} of verl's timing_s/*: seconds per step | seconds per 1k tokens")
     print(f"{'phase':>16} {'slca':>8} {'stock':>8} | {'slca':>8} {'stock':>8} {'ratio':>7}")

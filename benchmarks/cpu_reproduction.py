@@ -1,7 +1,7 @@
 """The paper's comparison in miniature, inside verl's own trainer on a CPU: GRPO, GDPO, SLCA-GRPO (and SLCA-GRPO with
 the abstention fix) under judge noise, on the generated CPU task, scored by verl's validation on held-out prompts.
 
-    python benchmarks/cpu_reproduction.py                                   # the documented grid (docs/reproduction_cpu.md)
+    python benchmarks/cpu_reproduction.py                        # the documented grid (docs/reproduction_cpu.md)
     python benchmarks/cpu_reproduction.py --methods grpo slca_grpo --sigmas 1 --seeds 11 42 7 --steps 30
     python benchmarks/cpu_reproduction.py --plot-only docs/results/cpu_reproduction.json
 
@@ -145,7 +145,8 @@ def table(summary: dict, steps: int, threshold: float) -> str:
         stt = fmt(c["steps_to_threshold"]).replace(str(steps + 1), f">{steps}")
         lines.append(f"| {method} | {sigma} | {c['reached']}/{c['runs'] - c['failed']} | {stt} | "
                      f"{fmt(c['start_tool_acc'], True)} → {fmt(c['final_tool_acc'], True)} | "
-                     f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | {fmt(c['noise_leak'])} |")
+                     f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | "
+                     f"{fmt(c['noise_leak'])} |")
     return "\n".join(lines)
 
 
@@ -241,7 +242,8 @@ def main(argv=None) -> int:
                 print(f"{method:>14} σ={sigma:g} seed={seed}: {'FAILED ' if r['failed'] else ''}tool acc "
                       f"{r['start_tool_acc']} -> {r['final_tool_acc']}, threshold at {r['steps_to_threshold']}, "
                       f"leak {r['noise_leak']}, {r['seconds']:.0f} s", flush=True)
-                result = write_result(args, machine, time.perf_counter() - t0, runs)  # after every run: a stop keeps them
+                # after every run: a stop keeps them
+                result = write_result(args, machine, time.perf_counter() - t0, runs)
     wall = time.perf_counter() - t0
     plot(result, args.plot)
     print(table(result["summary"], args.steps, args.threshold))

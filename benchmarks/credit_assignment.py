@@ -52,11 +52,11 @@ import torch
 from omegaconf import OmegaConf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ca_task as T  # noqa: E402
 import verl  # noqa: E402,F401  (loads the slca_verl plugin: slca_grpo, toolpo, rltr)
+from ca_policy import TinyPolicy  # noqa: E402
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn  # noqa: E402
 
-import ca_task as T  # noqa: E402
-from ca_policy import TinyPolicy  # noqa: E402
 from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards import HierRConfig, score_trajectory  # noqa: E402
 from slca_verl.sgls import Simulator  # noqa: E402
@@ -156,7 +156,9 @@ async def score_rollouts(tasks, responses, noise, uids, sim, sim_nocache, refere
     ``judge_after_unneeded_calls`` (default on here: the paper's reward, as the documented runs used it) judges a
     reply written after a call on a chat prompt; HierR's own default does not (docs/rewards.md)."""
     tools = T.tool_schemas()
-    config = HierRConfig(judge_direct_replies=judge_direct_replies, judge_after_unneeded_calls=judge_after_unneeded_calls)
+    config = HierRConfig(
+        judge_direct_replies=judge_direct_replies, judge_after_unneeded_calls=judge_after_unneeded_calls
+    )
 
     async def one(task, resp: list[int], eps: float, uid: str) -> dict:
         d = T.decode(resp)
@@ -166,7 +168,9 @@ async def score_rollouts(tasks, responses, noise, uids, sim, sim_nocache, refere
         args = {"city": d.city}
         res = await sim.call(d.tool_name, args, tool_schemas=tools, scope=uid)
         await sim_nocache.call(d.tool_name, args, tool_schemas=tools)  # only counted
-        correct = isinstance(task, T.Task) and d.tool_name == T.TOOL_NAMES[task.intent] and d.city == T.CITIES[task.city]
+        correct = (
+            isinstance(task, T.Task) and d.tool_name == T.TOOL_NAMES[task.intent] and d.city == T.CITIES[task.city]
+        )
         judge = T.NoisyReferenceJudge(references, noise=eps, call_correct=correct, grounding=grounding)
         return await score_trajectory([d.call_text, d.reply_text], [res.text], task.ground_truth(), judge=judge,
                                       config=config)
@@ -356,7 +360,9 @@ def summarise(runs: list[dict]) -> dict:
                 summary[sigma][method].update({k: _stat([x[k] for x in rs]) for k in ABSTENTION_KEYS})
         g, s = summary[sigma].get("grpo"), summary[sigma].get("slca_grpo")
         if g and s:
-            summary[sigma]["slca_over_grpo_steps"] = s["steps_to_threshold"]["median"] / g["steps_to_threshold"]["median"]
+            summary[sigma]["slca_over_grpo_steps"] = (
+                s["steps_to_threshold"]["median"] / g["steps_to_threshold"]["median"]
+            )
     return summary
 
 
@@ -505,7 +511,8 @@ def main(argv=None) -> dict:
                 runs.append(r)
                 c = r["config"]
                 print(f"[{len(runs)}/{len(configs)}] {c['method']} sigma={c['sigma']} seed={c['seed']}: "
-                      f"steps {r['steps_to_threshold']}, acc {r['final_tool_acc']:.2f}, {r['seconds']:.0f} s", flush=True)
+                      f"steps {r['steps_to_threshold']}, acc {r['final_tool_acc']:.2f}, {r['seconds']:.0f} s",
+                      flush=True)
     else:
         runs = [run(c) for c in configs]
     wall = time.perf_counter() - t0

@@ -192,6 +192,8 @@ def parse_python_calls(text: str) -> list[dict]:
 def render_hermes_calls(calls: list[dict]) -> str:
     """Calls -> the assistant text hermes templates expect: one ``<tool_call>`` JSON block per call."""
     return "\n".join(
-        "<tool_call>\n" + json.dumps({"name": c["name"], "arguments": c["arguments"]}, ensure_ascii=False) + "\n</tool_call>"
+        "<tool_call>\n"
+        + json.dumps({"name": c["name"], "arguments": c["arguments"]}, ensure_ascii=False)
+        + "\n</tool_call>"
         for c in calls
     )

@@ -3,8 +3,9 @@
 A row's prompt is the dialogue up to and including user turn *k*; its gold is every assistant tool-call step
 between that user turn and the next one (one step per assistant message; the calls inside a message are
 parallel). A turn whose calls all left gold (``Turn.gold_calls``, e.g. refused upstream) is rejected as
-``gold_calls_all_failed``, never made an irrelevance row. A user turn answered without any call becomes an ``irrelevant`` row (gold ``[]``) unless
-``drop_no_call_turns`` is set, in which case it is counted as rejected under ``no_call_turn``.
+``gold_calls_all_failed``, never made an irrelevance row. A user turn answered without any call becomes an
+``irrelevant`` row (gold ``[]``) unless ``drop_no_call_turns`` is set, in which case it is counted as rejected
+under ``no_call_turn``.
 
 Earlier calls stay in the history as assistant text with hermes ``<tool_call>`` blocks; tool results become
 ``role: "tool"`` messages (chat templates wrap them in ``<tool_response>``). The source's own system message is

@@ -21,7 +21,6 @@ only (``names``) and leave the parallel term out where the steps are unknown (``
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Any
 

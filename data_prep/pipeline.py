@@ -147,7 +147,8 @@ def deduplicate(frame: pd.DataFrame, mode: str, report: Report) -> pd.DataFrame:
         return frame
     keys = frame["row"].map(lambda r: dedup_key(r, mode))
     return _reject_mask(frame, keys.duplicated(keep="first"), "duplicate", report,
-                        f"same {'prompt, tools and gold' if mode == 'exact' else 'question and tools'} as an earlier row")
+                        f"same {'prompt, tools and gold' if mode == 'exact' else 'question and tools'} "
+                        "as an earlier row")
 
 
 def decontaminate(frame: pd.DataFrame, decontaminator: Decontaminator | None, report: Report) -> pd.DataFrame:

@@ -27,8 +27,8 @@ from urllib.parse import unquote
 import jsonschema
 from jsonschema.validators import validator_for
 
-from data_prep.calls import split_top_level
 from data_prep import limits
+from data_prep.calls import split_top_level
 from data_prep.limits import RecordError, loads, non_finite_path
 
 __all__ = [
@@ -233,7 +233,11 @@ def _normalize_property(spec: Any, path: str) -> tuple[dict, bool]:
             out[key] = value
     if "default" in spec:
         optional = True
-    if out.get("type") == "object" and isinstance(out.get("properties"), dict) and isinstance(out.get("required"), list):
+    if (
+        out.get("type") == "object"
+        and isinstance(out.get("properties"), dict)
+        and isinstance(out.get("required"), list)
+    ):
         # sources list required names that have no property; keep only the ones that exist
         out["required"] = [r for r in out["required"] if r in out["properties"]]
         if not out["required"]:

@@ -25,8 +25,7 @@ from typing import Any, Iterable, Sequence
 
 from data_prep import limits
 from data_prep.cli import main_for
-from data_prep.gold_forms import GOLD_FORMS, add_gold_forms_argument, read_gold, rejection_reason, \
-    warn_lossy_forms
+from data_prep.gold_forms import GOLD_FORMS, add_gold_forms_argument, read_gold, rejection_reason, warn_lossy_forms
 from data_prep.limits import RecordError
 from data_prep.readers import read_records
 from data_prep.rows import Candidate, Rejection

@@ -43,11 +43,10 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 sys.path.insert(0, ROOT)
 
+import ca_task as T  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import verl  # noqa: E402,F401  (loads the slca_verl plugin: slca_grpo, slca_tool_agent)
-
-import ca_task as T  # noqa: E402
 from ca_policy import TinyPolicy  # noqa: E402
 
 SAMPLE = os.path.join(HERE, "data", "quickstart_xlam.json")
@@ -272,7 +271,9 @@ def main(argv=None) -> dict:
         hits = (after.get("cache_hits", 0) + after.get("cache_coalesced", 0)
                 - before.get("cache_hits", 0) - before.get("cache_coalesced", 0))  # fmt: skip
         acc = float(np.mean([r["r_tool"] == 1.0 for r in rewards]))
-        contamination = float(np.corrcoef(a_tool.numpy(), noise)[0, 1]) if args.sigma > 0 and a_tool.std() > 0 else float("nan")
+        contamination = (
+            float(np.corrcoef(a_tool.numpy(), noise)[0, 1]) if args.sigma > 0 and a_tool.std() > 0 else float("nan")
+        )
         rec = {"step": step, "tool_acc": acc, "r_tool": float(np.mean([r["r_tool"] for r in rewards])),
                "r_sum": float(np.mean([r["r_sum"] for r in rewards])),
                "score": float(np.mean([r["score"] for r in rewards])), "contamination": contamination,

@@ -50,7 +50,8 @@ def sgls_block(template: str, backend: str, urls: list[str], model: str | None, 
 
 
 def build(source: str, template: str, layout: str, backend: str, urls: list[str], model: str | None,
-          temperature: float | None, extra: dict | None = None, api_key_file: str | None = None) -> list[dict]:  # fmt: skip
+          temperature: float | None, extra: dict | None = None,
+          api_key_file: str | None = None) -> list[dict]:  # fmt: skip
     with open(source, encoding="utf-8") as f:
         entries = yaml.safe_load(f)
     entry = next((e for e in entries if e.get("name") == AGENT), None)

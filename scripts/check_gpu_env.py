@@ -50,7 +50,8 @@ RECIPE_LOGGER = '["console","wandb","file"]'  # run_qwen7b_slca.sh's LOGGER; run
 SMOKE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # run_smoke_1gpu.sh
 SMOKE_DATA_FIX = ("python -m data_prep.xlam --input tests/fixtures/data_prep/xlam_sample.json --output_dir data/smoke "
                   "--val_ratio 0.25")  # fmt: skip
-RUN_DATA_FIX = "python -m data_prep.toucan ... --output_dir data/toucan (docs/data_prep.md), or set TRAIN_FILES / VAL_FILES"
+RUN_DATA_FIX = ("python -m data_prep.toucan ... --output_dir data/toucan (docs/data_prep.md), "
+                "or set TRAIN_FILES / VAL_FILES")
 
 
 @dataclass
@@ -266,7 +267,7 @@ def check_server(kind: str, url: str, model: str | None, timeout: float, serve_s
     except (urllib.error.URLError, OSError, ValueError) as e:
         if isinstance(e, urllib.error.HTTPError) and e.code == 401:
             return Check(name, False, f"refuses the key in {key_file} (HTTP 401)",
-                         f"point API_KEY_FILE / --api-key-file at the key this server was started with")
+                         "point API_KEY_FILE / --api-key-file at the key this server was started with")
         return Check(name, False, _failure(url, e), fix)
     if model and model not in ids:
         return Check(name, False, f"serves {ids or 'no models'}, not {model}",
@@ -343,7 +344,8 @@ def check_hub_model(repo: str) -> Check:
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return Check(name, False, f"{repo} is not in the Hugging Face cache and HF_HUB_OFFLINE is set",
                      f"hf download {repo} (with Hub access), or MODEL_PATH=<a local model directory>")
-    return Check(name, True, f"{repo} (Hub model, not cached: downloaded at start; `hf download {repo}` fetches it now)")
+    return Check(name, True,
+                 f"{repo} (Hub model, not cached: downloaded at start; `hf download {repo}` fetches it now)")
 
 
 def check_data(files: list[str], fix: str) -> Check:
@@ -362,7 +364,8 @@ def check_wandb(logger_value: str) -> Check:
     mode = os.environ.get("WANDB_MODE", "").strip().lower()
     if mode in ("offline", "disabled", "dryrun"):
         return Check(name, True, f"WANDB_MODE={mode}: no API key needed")
-    fix = ("`wandb login` (or export WANDB_API_KEY on every node); or WANDB_MODE=offline (sync later with `wandb sync`); "
+    fix = ("`wandb login` (or export WANDB_API_KEY on every node); "
+           "or WANDB_MODE=offline (sync later with `wandb sync`); "
            "or no wandb: LOGGER='[\"console\",\"file\"]' bash recipes/run_qwen7b_slca.sh "
            "(= trainer.logger=[console,file])")  # fmt: skip
     version = dist_version("wandb")

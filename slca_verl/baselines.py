@@ -281,7 +281,8 @@ def compute_gdpo_v1_advantage(
                            "trainer.v1.trainer_mode=slca_sync (or use verl's gdpo on the legacy trainer)")
     keys = list(config.get("gdpo_reward_keys", None) or []) if config is not None else []
     if not keys:
-        raise ValueError(f"{GDPO_V1} needs algorithm.gdpo_reward_keys, e.g. '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'")
+        raise ValueError(f"{GDPO_V1} needs algorithm.gdpo_reward_keys, "
+                         "e.g. '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'")
     missing = [k for k in keys if k not in components]
     if missing:
         raise ValueError(f"{GDPO_V1}: algorithm.gdpo_reward_keys {missing} are not in the rows' reward extra info "

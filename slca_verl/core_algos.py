@@ -76,7 +76,9 @@ def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_too
         mean, std, zero = _masked_stats(a, has)
         stats[f"slca/has_{seg}/frac"] = float(has.float().mean()) if has.numel() else 0.0
         stats[f"slca/reward_{seg}/mean"] = _masked_stats(r, has)[0]
-        stats[f"slca/adv_{seg}/mean"], stats[f"slca/adv_{seg}/std"], stats[f"slca/adv_{seg}/zero_frac"] = mean, std, zero
+        stats[f"slca/adv_{seg}/mean"] = mean
+        stats[f"slca/adv_{seg}/std"] = std
+        stats[f"slca/adv_{seg}/zero_frac"] = zero
 
 
 def _cfg(config: Any, key: str, default: Any) -> Any:
@@ -478,8 +480,8 @@ def compute_slca_grpo_advantage(
         pos1 = torch.arange(1, L + 1, dtype=torch.float32, device=device)
 
         # pass 1, per block of rows: float tool / summary masks, segment rewards R^tool, R^sum, and the segment
-        # code v = tool - summary (1 tool, -1 summary, 0 observation) parked in the advantages buffer. A NaN anywhere in a row's rewards reaches
-        # both sums (NaN * 0 = NaN).
+        # code v = tool - summary (1 tool, -1 summary, 0 observation) parked in the advantages buffer. A NaN
+        # anywhere in a row's rewards reaches both sums (NaN * 0 = NaN).
         for a, b in blocks:
             tool, summary, prod = tool_buf[: b - a], sum_buf[: b - a], prod_buf[: b - a]
             if segment_ids is not None:

@@ -76,7 +76,9 @@ def fill_masks_from_last_start(
     mask_f.sub_(summary_out)
 
 
-def fill_masks_from_ids(ids_f: torch.Tensor, mask_f: torch.Tensor, summary_out: torch.Tensor, check: bool = True) -> None:
+def fill_masks_from_ids(
+    ids_f: torch.Tensor, mask_f: torch.Tensor, summary_out: torch.Tensor, check: bool = True
+) -> None:
     """Tool mask (into ``ids_f``) and summary mask (into ``summary_out``) from float segment ids, checked against
     the float response mask when ``check``.
 

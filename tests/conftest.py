@@ -32,7 +32,8 @@ def tok():
 
 @pytest.fixture(scope="session")
 def transfer_queue():
-    """A real TransferQueue (SimpleStorage backend) inside a local Ray (8 logical CPUs: the controller and storage units are actors that each reserve one), shared by the whole session."""
+    """A real TransferQueue (SimpleStorage backend) inside a local Ray (8 logical CPUs: the controller and storage
+    units are actors that each reserve one), shared by the whole session."""
     ray = pytest.importorskip("ray")
     import transfer_queue as tq
 
@@ -81,7 +82,8 @@ def vllm():
     """``(base_url, served model name)`` of the real vLLM CPU server of the integration tier: ``.vllm_cpu_url`` at the
     repo root, written by ``scripts/vllm_cpu_serve.sh``. Absent -> skip; present but not answering -> failure."""
     if not VLLM_URL_FILE.exists():
-        pytest.skip("no vLLM CPU server: run scripts/vllm_cpu_setup.sh && scripts/vllm_cpu_serve.sh (writes .vllm_cpu_url)")
+        pytest.skip("no vLLM CPU server: run scripts/vllm_cpu_setup.sh && scripts/vllm_cpu_serve.sh "
+                    "(writes .vllm_cpu_url)")
     url = VLLM_URL_FILE.read_text().strip().splitlines()[0].rstrip("/")
     url = url if url.endswith("/v1") else url + "/v1"
     try:
@@ -95,6 +97,6 @@ def vllm():
 def pytest_addoption(parser):
     parser.addoption(
         "--inject-fault", default=None, choices=("sign", "to_summary"),
-        help="run tests/test_main_ppo_cpu.py's main_ppo run with a routing fault of tests/fault_injection.py injected into "
-             "slca_grpo (its learning test must then fail)",
+        help="run tests/test_main_ppo_cpu.py's main_ppo run with a routing fault of tests/fault_injection.py "
+             "injected into slca_grpo (its learning test must then fail)",
     )  # fmt: skip

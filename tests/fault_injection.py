@@ -1,4 +1,5 @@
-"""Faults injected into ``slca_grpo`` for the learning test of verl's trainer (tests/test_main_ppo_cpu.py, ``pytest --inject-fault=...``).
+"""Faults injected into ``slca_grpo`` for the learning test of verl's trainer (tests/test_main_ppo_cpu.py,
+``pytest --inject-fault=...``).
 
 Test-only, never part of the product: the test runs the CPU recipe with ``VERL_USE_EXTERNAL_MODULES=fault_injection``
 (verl's own switch: every process that imports verl imports the named modules, the trainer's Ray actor included)

@@ -36,7 +36,9 @@ def completion_body(content: str | None, finish_reason: str = "stop", model: str
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
+            ],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
     )

@@ -26,7 +26,8 @@ def uids(*labels):
 @pytest.mark.parametrize(
     "rewards, mask, index, message",
     [
-        (torch.zeros(4, 5), torch.ones(4, 6), uids(*"aabb"), "token_level_rewards has shape (4, 5) and response_mask (4, 6)"),
+        (torch.zeros(4, 5), torch.ones(4, 6), uids(*"aabb"),
+         "token_level_rewards has shape (4, 5) and response_mask (4, 6)"),
         (torch.zeros(4), torch.ones(4), uids(*"aabb"), "both must be (batch_size, response_length)"),
         (torch.zeros(4, 5), torch.ones(4, 5), uids(*"aab"), "index (the uid of each response) has 3 entries for 4"),
         (torch.zeros(4, 5), torch.ones(4, 5), uids("a", "a", None, None), "the uid of rows [2, 3] is None or NaN"),

@@ -13,10 +13,9 @@ import json
 import re
 
 import numpy as np
-
 import pytest
 import torch
-from agent_loop_helpers import WEATHER, SUMMARY_TEXT, compose_config, make_row, reward_layout, rollout
+from agent_loop_helpers import SUMMARY_TEXT, WEATHER, compose_config, make_row, reward_layout, rollout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sgls_helpers import Reply, ScriptedServer
@@ -25,7 +24,8 @@ from slca_verl.agent_loop.output import SLCAAgentLoopOutput
 from slca_verl.agent_loop.parser import parse_hermes_calls
 from slca_verl.agent_loop.reward import compute_score as loop_compute_score
 from slca_verl.core_algos import compute_slca_grpo_advantage
-from slca_verl.rewards import HierRConfig, Verdict, compute_score as decoded_compute_score, score_trajectory
+from slca_verl.rewards import HierRConfig, Verdict, score_trajectory
+from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.judge import build_messages
 from slca_verl.rewards.parsing import parse_turn_calls
 from slca_verl.segments import OBSERVATION, SUMMARY, TOOL, explicit_segment_ids

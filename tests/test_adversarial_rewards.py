@@ -8,7 +8,7 @@ import asyncio
 import json
 
 import pytest
-from agent_loop_helpers import WEATHER, SUMMARY_TEXT, compose_config, make_row, reward_layout, rollout
+from agent_loop_helpers import SUMMARY_TEXT, WEATHER, compose_config, make_row, reward_layout, rollout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -65,7 +65,10 @@ async def test_empty_string_arguments_run_as_no_arguments_and_score_as_no_argume
 
 
 JSON_LEAF = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6)
-JSON_VALUE = st.recursive(JSON_LEAF, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3), max_leaves=8)
+JSON_VALUE = st.recursive(
+    JSON_LEAF, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+    max_leaves=8,
+)
 ARGS = st.one_of(
     JSON_VALUE,
     st.dictionaries(st.sampled_from(["city", "unit"]), JSON_LEAF, max_size=2),
@@ -148,7 +151,8 @@ def test_irrelevance_gold_is_still_read_as_no_call_expected():
 
 def test_thousands_of_distinct_call_names_are_scored_exactly():
     n = 3000
-    calls = [{"name": f"tool_{i}", "arguments": {}} for i in range(n - 1)] + [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    calls = ([{"name": f"tool_{i}", "arguments": {}} for i in range(n - 1)]
+             + [{"name": "get_weather", "arguments": {"city": "Paris"}}])
     out = hierr([block(calls), REPLY], gt={k: v for k, v in GT.items() if k != "allowed_tools"})
     assert (out["num_calls"], out["redundant_calls"]) == (n, n - 1)
     assert out["name_f1"] == pytest.approx(2 * 1 / (n + 1))

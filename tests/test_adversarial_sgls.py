@@ -16,10 +16,9 @@ from hypothesis import strategies as st
 from sgls_helpers import Reply, ScriptedServer
 
 from slca_verl.sgls.offline import synthesise
-from slca_verl.sgls.prompt import fence_tag
+from slca_verl.sgls.prompt import fence_tag, neutralise_fence_tags
 from slca_verl.sgls.schema import type_string_to_schema
 from slca_verl.sgls.simulator import Simulator
-from slca_verl.sgls.prompt import neutralise_fence_tags
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": CITY}}
@@ -54,8 +53,9 @@ def error_of(res) -> dict:
 
 
 def fn(name="f", parameters=None, **extra):
-    return {"type": "function", "function": {"name": name, "description": "d",
-                                             "parameters": parameters if parameters is not None else CITY, **extra}}  # fmt: skip
+    return {"type": "function",
+            "function": {"name": name, "description": "d",
+                         "parameters": parameters if parameters is not None else CITY, **extra}}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------- finding 1: OpenAI replies
@@ -137,7 +137,8 @@ def test_a_dangling_or_remote_ref_is_a_clear_error_for_that_tool(ref, why):
 def test_a_schema_that_recurses_forever_is_a_clear_error_not_a_recursion_error():
     res = offline("f", {"a": 1}, [fn("f", {"type": "object", "allOf": [{"$ref": "#"}]})])
     assert res.status == "simulator_error"
-    assert error_of(res)["message"] == "the schema of tool 'f' is unusable: the schema recurses too deeply for these values"
+    assert error_of(res)["message"] == ("the schema of tool 'f' is unusable: "
+                                        "the schema recurses too deeply for these values")
     assert offline("f", {"a": {"a": {}}}, [fn("f", {"type": "object", "properties": {"a": {"$ref": "#"}}})]).ok
 
 
@@ -296,8 +297,9 @@ def test_a_backtracking_pattern_is_evaluated_within_a_bound(pattern, text, messa
 
 
 def test_many_backtracking_strings_share_one_time_budget():
-    params = {"type": "object", "properties": {"codes": {"type": "array", "items": {"type": "string",
-                                                                                    "pattern": r"^(a|a)+$"}}}}  # fmt: skip
+    params = {"type": "object",
+              "properties": {"codes": {"type": "array",
+                                       "items": {"type": "string", "pattern": r"^(a|a)+$"}}}}  # fmt: skip
     t0 = time.perf_counter()
     res = offline("get_weather", {"codes": ["a" * 40 + "b"] * 200}, [fn("get_weather", params)])
     assert time.perf_counter() - t0 < 2.0

@@ -10,8 +10,8 @@ import pytest
 import torch
 from agent_loop_helpers import (
     PARIS,
-    SUMMARY_TEXT,
     STOCK,
+    SUMMARY_TEXT,
     WEATHER,
     ScriptedServer,
     call,
@@ -29,7 +29,6 @@ from slca_verl.agent_loop import (
     check_reward_config,
 )
 from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
-
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +91,8 @@ async def test_one_tool_turn_and_a_summary_are_tool_then_summary_with_rewards_at
 
 async def test_parallel_calls_in_one_list_block_get_one_response_each(cfg, tok):
     q = "Weather in Paris and in London?"
-    gold = [[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_weather", "arguments": {"city": "London"}}]]
+    gold = [[{"name": "get_weather", "arguments": {"city": "Paris"}},
+             {"name": "get_weather", "arguments": {"city": "London"}}]]
     block = "<tool_call>\n" + json.dumps([
         {"name": "get_weather", "arguments": {"city": "Paris"}},
         {"name": "get_weather", "parameters": {"city": "London"}},
@@ -111,7 +111,8 @@ async def test_parallel_calls_in_one_list_block_get_one_response_each(cfg, tok):
 async def test_two_tool_turns_are_one_tool_segment_rewarded_once_at_its_end(cfg, tok):
     q = "Weather in Paris, then the AAPL price?"
     gold = [PARIS[0], [{"name": "get_stock_price", "arguments": {"ticker": "AAPL"}}]]
-    turns = [call("get_weather", city="Paris"), call("get_stock_price", ticker="AAPL"), "Paris is 21 degrees; AAPL trades at 190."]
+    turns = [call("get_weather", city="Paris"), call("get_stock_price", ticker="AAPL"),
+             "Paris is 21 degrees; AAPL trades at 190."]
     row = make_row(q, [WEATHER, STOCK], gold, "g-two")
     (out,), _ = await rollout(cfg, tok, {q: turns}, [row])
     assert_turns(tok, out, [(TOOL, turns[0]), (TOOL, turns[1]), (SUMMARY, turns[2])])
@@ -160,7 +161,8 @@ async def test_an_episode_cut_by_length_on_a_tool_call_has_no_summary(cfg, tok):
 async def test_an_episode_cut_by_the_turn_limit_on_a_tool_call_has_no_summary(cfg, tok):
     q = "Weather in Paris, limited turns?"
     row = make_row(q, [WEATHER], PARIS, "g-turns")
-    (out,), _ = await rollout(cfg, tok, {q: [call("get_weather", city="Paris"), "unused"]}, [row], max_assistant_turns=1)
+    (out,), _ = await rollout(cfg, tok, {q: [call("get_weather", city="Paris"), "unused"]}, [row],
+                              max_assistant_turns=1)
     assert_turns(tok, out, [(TOOL, call("get_weather", city="Paris"))])
     assert out.extra_fields["slca_agent_metrics"]["has_summary"] == 0
 
@@ -181,7 +183,8 @@ async def test_a_malformed_call_gets_its_parse_error_back_and_the_episode_contin
 async def test_a_call_to_a_tool_not_in_the_row_is_an_error_response_not_a_fallback(cfg, tok):
     q = "Price of AAPL please?"
     row = make_row(q, [WEATHER], [[{"name": "get_weather", "arguments": {"city": "Paris"}}]], "g-unknown")
-    (out,), _ = await rollout(cfg, tok, {q: [call("get_stock_price", ticker="AAPL"), "Sorry, I cannot look that up."]}, [row])
+    (out,), _ = await rollout(cfg, tok, {q: [call("get_stock_price", ticker="AAPL"), "Sorry, I cannot look that up."]},
+                              [row])
     (obs,) = observations(tok, out)
     assert "Error: unknown tool 'get_stock_price'. Available tools: ['get_weather']." in obs
     m = out.extra_fields["slca_agent_metrics"]
@@ -246,7 +249,9 @@ async def test_identical_repeated_calls_are_counted_as_redundant(cfg, tok):
 
 async def test_calls_beyond_the_parallel_limit_are_counted_as_dropped(cfg, tok):
     q = "Weather in three cities?"
-    block = "<tool_call>\n" + json.dumps([{"name": "get_weather", "arguments": {"city": c}} for c in ("A", "B", "C")]) + "\n</tool_call>"
+    block = ("<tool_call>\n"
+             + json.dumps([{"name": "get_weather", "arguments": {"city": c}} for c in ("A", "B", "C")])
+             + "\n</tool_call>")
     row = make_row(q, [WEATHER], PARIS, "g-limit")
     (out,), _ = await rollout(cfg, tok, {q: [block, SUMMARY_TEXT]}, [row], max_parallel_calls=2)
     assert observations(tok, out)[0].count("<tool_response>") == 2
@@ -289,7 +294,9 @@ def test_a_reward_model_scored_after_the_rollout_is_refused_naming_enable_resour
     colocated = compose_config("reward.reward_model.enable=True", "reward.reward_model.enable_resource_pool=False")
     with pytest.raises(ValueError, match=r"reward\.reward_model\.enable_resource_pool=True"):
         check_reward_config(colocated, "slca")
-    check_reward_config(compose_config("reward.reward_model.enable=True", "reward.reward_model.enable_resource_pool=True"), "slca")
+    check_reward_config(
+        compose_config("reward.reward_model.enable=True", "reward.reward_model.enable_resource_pool=True"), "slca"
+    )
 
 
 async def test_a_reward_without_components_is_refused_by_the_slca_layout(cfg, tok):

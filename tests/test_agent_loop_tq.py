@@ -11,8 +11,8 @@ import pytest
 import torch
 from agent_loop_helpers import (
     PARIS,
-    SUMMARY_TEXT,
     STOCK,
+    SUMMARY_TEXT,
     WEATHER,
     RewardWorkerHandle,
     ScriptedServer,
@@ -28,8 +28,6 @@ from reference import reference_slca
 from slca_verl.agent_loop.reward import compute_score
 from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 from slca_verl.trainer import SLCASyncTrainer
-
-
 
 # One GRPO group (same uid): tool+summary, two tool turns+summary, no call, and one cut by the turn limit.
 GROUP = {
@@ -73,7 +71,7 @@ def test_v1_postprocess_stores_segment_ids_and_a_segment_reward_layout_that_slca
     ids_all, mask_all, rm_all = padded[SEGMENT_IDS_FIELD], padded["response_mask"], padded["rm_scores"]
 
     kinds_by_row = []
-    for i, (question, script) in enumerate(GROUP.items()):
+    for i, (_question, script) in enumerate(GROUP.items()):
         n = lengths[i]
         ids, mask, rm = ids_all[i, :n], mask_all[i, :n], rm_all[i, :n]
         assert ids.dtype == torch.int8
@@ -103,7 +101,10 @@ def test_v1_postprocess_stores_segment_ids_and_a_segment_reward_layout_that_slca
     adv = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages"])
     adv = adv.to_padded_tensor()["advantages"]
     L = adv.shape[1]
-    pad = lambda t: torch.nn.functional.pad(t, (0, L - t.shape[1]))
+
+    def pad(t):
+        return torch.nn.functional.pad(t, (0, L - t.shape[1]))
+
     index = ["uid-tq-group"] * len(keys)
     expected = reference_slca(pad(rm_all), pad(mask_all), index, ids=pad(ids_all.long()))
     torch.testing.assert_close(adv.double(), expected, rtol=1e-4, atol=1e-5)

@@ -168,16 +168,16 @@ def test_integer_rewards_give_float_advantages_not_truncated_ones(two_groups):
 def test_explicit_ids_handle_an_episode_cut_on_a_tool_turn():
     """Row 1 was cut by the turn limit: two tool turns and no summary. Runs alone would call its last turn a
     summary; explicit ids keep it a tool turn and leave it out of the summary normalisation."""
-    T, S, O = segments.TOOL, segments.SUMMARY, segments.OBSERVATION
+    T, S, OBS = segments.TOOL, segments.SUMMARY, segments.OBSERVATION
     ids = torch.tensor(
         [
-            [T, T, O, S, S, O],
-            [T, T, O, T, T, O],
-            [T, O, O, S, O, O],
+            [T, T, OBS, S, S, OBS],
+            [T, T, OBS, T, T, OBS],
+            [T, OBS, OBS, S, OBS, OBS],
         ],
         dtype=torch.int8,
     )
-    mask = (ids != O).long()
+    mask = (ids != OBS).long()
     rewards = torch.zeros(3, 6)
     rewards[0, 1], rewards[0, 4] = 1.0, 0.2
     rewards[1, 1], rewards[1, 4] = 0.0, 0.0  # tool reward 0.0 sits on the end of the last tool turn
@@ -252,7 +252,9 @@ def test_single_segment_responses_equal_verl_grpo(seed, norm):
     mask[:, 0] = 1  # no empty rows: verl's grpo gives an empty row its group's z-score times an all-zero mask anyway
     rewards = rewards * mask
     cfg = {"norm_adv_by_std_in_grpo": norm}
-    ours, _ = get_adv_estimator_fn("slca_grpo")(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg)
+    ours, _ = get_adv_estimator_fn("slca_grpo")(
+        token_level_rewards=rewards, response_mask=mask, index=index, config=cfg
+    )
     vec, _ = get_adv_estimator_fn("grpo_vectorized")(
         token_level_rewards=rewards, response_mask=mask, index=index, norm_adv_by_std_in_grpo=norm
     )

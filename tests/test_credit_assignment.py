@@ -58,8 +58,8 @@ def test_policy_log_probs_match_sampling_and_respect_the_slot_grammar():
 
 
 def _rewards(r_tool, r_sum):
-    return [{"score": a + b, "r_tool": a, "r_sum": b, "toolpo_success": float(a == 1.0), "toolpo_action": float(a == 1.0),
-             "rltr_total": float(a == 1.0)} for a, b in zip(r_tool, r_sum)]
+    return [{"score": a + b, "r_tool": a, "r_sum": b, "toolpo_success": float(a == 1.0),
+             "toolpo_action": float(a == 1.0), "rltr_total": float(a == 1.0)} for a, b in zip(r_tool, r_sum)]
 
 
 @pytest.mark.parametrize("method", list(CA.METHODS))

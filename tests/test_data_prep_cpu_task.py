@@ -66,7 +66,8 @@ def test_the_same_seed_writes_the_same_split_and_another_seed_another(written, t
     assert sorted(r["question"] for r in again if r["split"] == "val") == sorted(
         val["reward_model"].map(lambda m: m["ground_truth"]["question_content"]))
     other = cpu_task.generate_records(seed=6)
-    assert {r["question"] for r in other if r["split"] == "val"} != {r["question"] for r in again if r["split"] == "val"}
+    assert ({r["question"] for r in other if r["split"] == "val"}
+            != {r["question"] for r in again if r["split"] == "val"})
     with pytest.raises(ValueError, match="val_share"):
         cpu_task.generate_records(val_share=1.0)
 

@@ -189,8 +189,9 @@ def test_a_streamed_json_lines_snapshot_counts_every_line_and_keeps_only_the_col
 
 
 def test_a_raw_toucan_json_lines_snapshot_streams_with_counted_rejections(tmp_path):
-    from data_prep import toucan_raw
     from test_data_prep_toucan_raw import GOOD, write_parquet
+
+    from data_prep import toucan_raw
 
     good = [json.dumps(r).encode() for r in GOOD[:2]]
     huge = json.dumps({**GOOD[0], "uuid": "huge"}).replace('"huge"', HUGE).encode()

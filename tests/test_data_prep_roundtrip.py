@@ -5,7 +5,6 @@ import json
 import os
 
 import pytest
-
 from conftest import load_qwen_tokenizer
 
 from data_prep import hermes_fc, xlam

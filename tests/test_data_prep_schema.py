@@ -16,9 +16,11 @@ from data_prep.schema import SchemaError, normalize_tool, normalize_tools, tools
         ("str, default='x'", {"type": "string"}, True),
         ("dict", {"type": "object"}, False),
         ("List[int]", {"type": "array", "items": {"type": "integer"}}, False),
-        ("List[Dict[str, int]]", {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "integer"}}}, False),
+        ("List[Dict[str, int]]",
+         {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "integer"}}}, False),
         ("Tuple[int, int]", {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}, False),
-        ("Tuple[int, str]", {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2}, False),
+        ("Tuple[int, str]",
+         {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2}, False),
         ("Optional[str]", {"type": ["string", "null"]}, True),
         ("Union[int, str]", {"type": ["integer", "string"]}, False),
         ("Literal['a', 'b']", {"enum": ["a", "b"]}, False),
@@ -66,7 +68,8 @@ def test_bfcl_and_toolace_dict_dialect_becomes_object_schema():
 
 def test_a_schema_that_fails_the_meta_schema_is_rejected():
     with pytest.raises(SchemaError) as err:
-        normalize_tool({"name": "h", "parameters": {"type": "object", "properties": {"x": {"type": "string", "minLength": -1}}}})
+        normalize_tool({"name": "h",
+                        "parameters": {"type": "object", "properties": {"x": {"type": "string", "minLength": -1}}}})
     assert err.value.reason == "tool_schema_invalid"
 
 
@@ -78,7 +81,8 @@ def test_duplicate_tool_names_are_rejected():
 
 
 def test_validate_call_names_each_kind_of_bad_gold_call():
-    index = tools_index(normalize_tools([{"name": "w", "parameters": {"city": {"type": "str"}, "n": {"type": "int, optional"}}}]))
+    index = tools_index(normalize_tools([{"name": "w",
+                                          "parameters": {"city": {"type": "str"}, "n": {"type": "int, optional"}}}]))
     assert validate_call({"name": "w", "arguments": {"city": "Oslo", "n": 2}}, index) is None
     assert validate_call({"name": "x", "arguments": {}}, index)[0] == "gold_call_unknown_tool"
     assert validate_call({"name": "w", "arguments": {"n": 2}}, index)[0] == "gold_call_schema_mismatch"

@@ -33,19 +33,21 @@ def by_question(df):
 
 def test_toucan_rows_pass_through_and_each_malformed_kind_is_rejected(tmp_path):
     report, df = convert(toucan, "toucan_sample.jsonl", tmp_path, "--gold_forms", "nested")  # flat/names: see _forms
-    assert dict(report.rejected) == {"gold_flat_rejected": 1, "gold_names_rejected": 1, "allowed_tools_mismatch": 1, "tool_schema_invalid": 1,
-                                     "prompt_malformed": 1, "gold_call_schema_mismatch": 1,
+    assert dict(report.rejected) == {"gold_flat_rejected": 1, "gold_names_rejected": 1, "allowed_tools_mismatch": 1,
+                                     "tool_schema_invalid": 1, "prompt_malformed": 1, "gold_call_schema_mismatch": 1,
                                      "gold_call_unparseable": 1, "malformed_record": 1}
     assert report.records_in == 11 and report.rows_written == 3
     source_rows = {json.loads(line)["reward_model"]["ground_truth"]["question_content"]: json.loads(line)
-                   for line in open(os.path.join(FIXTURES, "toucan_sample.jsonl")) if line.startswith('{"prompt": [{"role": "system"')}
+                   for line in open(os.path.join(FIXTURES, "toucan_sample.jsonl"))
+                   if line.startswith('{"prompt": [{"role": "system"')}
     for question, row in by_question(df).items():
         original = source_rows[question]
         assert [dict(m) for m in row["prompt"]] == original["prompt"]  # verbatim
         assert row["data_source"] == "toucan_toolcall" and row["agent_name"] == "slca_tool_agent"
         assert gold(row) == json.loads(original["reward_model"]["ground_truth"]["gold_tool_calls"])
         assert row["extra_info"]["original_turn_index"] == original["extra_info"]["original_turn_index"]
-        assert row["reward_model"]["ground_truth"]["subset_name"] == original["reward_model"]["ground_truth"]["subset_name"]
+        assert (row["reward_model"]["ground_truth"]["subset_name"]
+                == original["reward_model"]["ground_truth"]["subset_name"])
     multi_step = by_question(df)["Add 1 and 2, then multiply the result by 10."]
     assert [len(step) for step in gold(multi_step)] == [1, 1]
 

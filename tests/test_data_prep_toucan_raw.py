@@ -297,7 +297,8 @@ def test_missing_input_says_where_the_data_is_expected(tmp_path):
     assert f"expected the data at {missing}" in str(err.value)
     with pytest.raises(FileNotFoundError) as err:
         toucan_raw.main(["--input", "Agent-Ark/Toucan-1.5M", "--output_dir", str(tmp_path / "out"), "--quiet"])
-    assert os.path.abspath("Agent-Ark/Toucan-1.5M") in str(err.value) and "hf download --repo-type dataset" in str(err.value)
+    assert (os.path.abspath("Agent-Ark/Toucan-1.5M") in str(err.value)
+            and "hf download --repo-type dataset" in str(err.value))
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no .parquet file under"):

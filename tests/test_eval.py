@@ -13,14 +13,17 @@ from sgls_helpers import Reply, ScriptedServer
 from slca_verl.eval import bfcl, in_domain, plots, tau2
 
 HAS_BFCL = importlib.util.find_spec("bfcl_eval") is not None
-needs_bfcl = pytest.mark.skipif(not HAS_BFCL, reason="bfcl-eval not installed: pip install --no-deps -r requirements-bfcl.txt")
+needs_bfcl = pytest.mark.skipif(
+    not HAS_BFCL, reason="bfcl-eval not installed: pip install --no-deps -r requirements-bfcl.txt"
+)
 
 
 def call(name, **args):
     return f'<tool_call>\n{json.dumps({"name": name, "arguments": args})}\n</tool_call>'
 
 
-GT = {"allowed_tools": ["weather", "news"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris", "unit": "c"}}]],
+GT = {"allowed_tools": ["weather", "news"],
+      "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris", "unit": "c"}}]],
       "question_content": "Weather in Paris in Celsius?"}  # fmt: skip
 
 
@@ -60,7 +63,8 @@ def test_in_domain_scores_predictions_with_hierr_and_writes_json_and_markdown(ev
     assert result["success@0.9"] == 0.0  # judge none: r_sum = 0, so score / 2 <= 0.5
     assert result["success@0.7"] == 0.0
     md = (out / "in_domain.md").read_text()
-    assert md.startswith("| set | n | Name-F1 | ArgMatch | Process | Success@0.7 |") and "| all | 3 | 66.67 | 50.00 |" in md
+    assert (md.startswith("| set | n | Name-F1 | ArgMatch | Process | Success@0.7 |")
+            and "| all | 3 | 66.67 | 50.00 |" in md)
 
 
 def test_in_domain_success_at_tau_counts_normalised_scores_at_or_above_tau():
@@ -104,7 +108,9 @@ def test_bfcl_gold_answers_as_model_output_score_100_percent(checker):
     cases = bfcl.load_cases()
     scored = [bfcl.score_case(c, bfcl.gold_text(c), *checker) for c in cases]
     by_cat = bfcl.summarise([s for s in scored if s["id"] not in bfcl.UNSATISFIABLE])
-    assert all(v["accuracy"] == 100.0 for v in by_cat.values()), {k: v for k, v in by_cat.items() if v["accuracy"] < 100}
+    assert all(v["accuracy"] == 100.0 for v in by_cat.values()), {
+        k: v for k, v in by_cat.items() if v["accuracy"] < 100
+    }
     assert len(cases) > 3000
     failed = {s["id"] for s in scored if not s["valid"]}
     assert failed == set(bfcl.UNSATISFIABLE)  # exactly the answers no reply can satisfy
@@ -183,7 +189,8 @@ def test_tau2_hands_the_user_simulators_key_through_the_environment_not_the_comm
     record = tmp_path / "seen.json"
     fake = tmp_path / "tau2"
     fake.write_text("#!/usr/bin/env python3\nimport json, os, sys\n"
-                    f"json.dump({{'key': os.environ.get('OPENAI_API_KEY'), 'argv': sys.argv}}, open({str(record)!r}, 'w'))\n"
+                    f"json.dump({{'key': os.environ.get('OPENAI_API_KEY'), 'argv': sys.argv}}, "
+                    f"open({str(record)!r}, 'w'))\n"
                     "d = sys.argv[sys.argv.index('--results-dir') + 1]; n = sys.argv[sys.argv.index('--save-to') + 1]\n"
                     "json.dump({'simulations': []}, open(os.path.join(d, n + '.json'), 'w'))\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
@@ -220,7 +227,8 @@ def test_plots_draw_each_figure_from_verl_file_logger_records(tmp_path):
                                  "critic/advantages/mean": 0.0, "critic/advantages/max": 1.0,
                                  "critic/advantages/min": -1.0, "agent_tool_calls/mean": 2.0,
                                  "reward_extra/name_f1/mean": 0.1 * s, "reward_extra/value/mean": 0.05 * s,
-                                 "response_length/mean": 300.0 + s, "timing/step": "n/a"}} for s in range(1, 5)]  # fmt: skip
+                                 "response_length/mean": 300.0 + s, "timing/step": "n/a"}}
+            for s in range(1, 5)]  # fmt: skip
     # verl's validation, logged at step 0 (before training) and at its test_freq steps only
     recs += [{"step": s, "data": {"val-aux/cpu_task/toolpo_success/mean@1": 0.1 * s,
                                   "val-aux/cpu_task_chat/toolpo_success/mean@1": 1.0}} for s in (0, 2, 4)]  # fmt: skip
@@ -229,7 +237,8 @@ def test_plots_draw_each_figure_from_verl_file_logger_records(tmp_path):
     for name in plots.FIGURES:
         assert os.path.getsize(tmp_path / "p" / f"{name}.png") > 1000, name
     drawn = plots.plot({"slca": plots.load_metrics(str(log))}, str(tmp_path / "q"))
-    assert drawn["validation"] == ["val-aux/cpu_task/toolpo_success/mean@1", "val-aux/cpu_task_chat/toolpo_success/mean@1"]
+    assert drawn["validation"] == ["val-aux/cpu_task/toolpo_success/mean@1",
+                                   "val-aux/cpu_task_chat/toolpo_success/mean@1"]
 
 
 def test_plots_skip_a_figure_whose_keys_no_run_logged(tmp_path):

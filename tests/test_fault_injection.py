@@ -5,8 +5,9 @@ from fault_injection import break_advantages
 
 from slca_verl.segments import SUMMARY, TOOL
 
-O = 0
-IDS = torch.tensor([[TOOL, TOOL, O, SUMMARY, SUMMARY], [TOOL, O, SUMMARY, O, O], [SUMMARY, SUMMARY, O, O, O]])
+OBS = 0
+IDS = torch.tensor([[TOOL, TOOL, OBS, SUMMARY, SUMMARY], [TOOL, OBS, SUMMARY, OBS, OBS],
+                    [SUMMARY, SUMMARY, OBS, OBS, OBS]])
 ADV = torch.tensor([[0.5, 0.5, 0.0, -1.0, -1.0], [-2.0, 0.0, 3.0, 0.0, 0.0], [0.25, 0.25, 0.0, 0.0, 0.0]])
 
 

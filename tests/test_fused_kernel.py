@@ -19,7 +19,8 @@ TORCH = {"slca": {"kernel": "torch"}}
 def kernel():
     module = fused.load()
     if module is None:
-        pytest.skip("the fused kernel cannot be built on this machine (no C++ compiler or ninja); the torch path serves")
+        pytest.skip("the fused kernel cannot be built on this machine (no C++ compiler or ninja); "
+                    "the torch path serves")
     return module
 
 

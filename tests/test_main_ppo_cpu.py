@@ -14,10 +14,9 @@ import os
 import subprocess
 
 import pytest
+from main_ppo_helpers import read_metrics, run_recipe, tiny_model_dir
 
 from slca_verl.core_algos import SEGMENT_METRICS
-
-from main_ppo_helpers import read_metrics, run_recipe, tiny_model_dir
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 STEPS = 10

@@ -150,7 +150,8 @@ def test_a_baseline_differs_from_the_slca_run_only_where_its_estimator_needs_it(
     allowed = {
         "algorithm.adv_estimator", "+algorithm.slca.lambda_tool", "+algorithm.slca.lambda_sum",
         "+algorithm.toolpo.lambda_action", "+algorithm.gdpo_reward_keys", "trainer.v1.trainer_mode", "trainer.use_v1",
-        "trainer.experiment_name", "trainer.default_local_dir", "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+        "trainer.experiment_name", "trainer.default_local_dir",
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path",
     }  # fmt: skip
     differing = {k for k in slca.keys() | other.keys() if slca.get(k) != other.get(k)}
     assert differing <= allowed, differing - allowed
@@ -223,9 +224,10 @@ def test_the_composer_rejects_typos_unregistered_names_and_unsupported_combinati
 def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(composed):
     base = composed["run_qwen7b_toolpo.sh"][0]
     with pytest.raises(ValueError, match="reads the 'toolpo' reward layout; the agent loop writes 'slca'"):
-        compose_check.check(compose_check.PPO, [*base, "algorithm.adv_estimator=toolpo",
-                                                *[a for a in composed["run_qwen7b_slca.sh"][0]
-                                                  if a.startswith("actor_rollout_ref.rollout.agent.agent_loop_config_path")]])  # fmt: skip
+        compose_check.check(compose_check.PPO, [
+            *base, "algorithm.adv_estimator=toolpo",
+            *[a for a in composed["run_qwen7b_slca.sh"][0]
+              if a.startswith("actor_rollout_ref.rollout.agent.agent_loop_config_path")]])  # fmt: skip
 
 
 FAKE_VLLM = textwrap.dedent(
@@ -439,10 +441,11 @@ def test_the_in_domain_eval_on_a_cpu_is_a_validation_only_run_of_the_cpu_recipe(
 def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_changed(composed):
     """run_cpu_tiny_slca.sh goes through run_qwen7b_slca.sh: the same method keys, the CPU platform's settings."""
     big, cpu = as_dict(composed["run_qwen7b_slca.sh"][0]), as_dict(composed["run_cpu_tiny_slca.sh"][0])
-    method = ["algorithm.adv_estimator", "trainer.v1.trainer_mode", "actor_rollout_ref.rollout.agent.default_agent_loop",
-              "reward.custom_reward_function.path", "actor_rollout_ref.actor.policy_loss.loss_mode",
-              "actor_rollout_ref.actor.kl_loss_type", "actor_rollout_ref.actor.kl_loss_coef", "algorithm.use_kl_in_reward",
-              "+algorithm.slca.lambda_tool", "+algorithm.slca.lambda_sum", "actor_rollout_ref.rollout.multi_turn.format"]
+    method = ["algorithm.adv_estimator", "trainer.v1.trainer_mode",
+              "actor_rollout_ref.rollout.agent.default_agent_loop", "reward.custom_reward_function.path",
+              "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.kl_loss_type",
+              "actor_rollout_ref.actor.kl_loss_coef", "algorithm.use_kl_in_reward", "+algorithm.slca.lambda_tool",
+              "+algorithm.slca.lambda_sum", "actor_rollout_ref.rollout.multi_turn.format"]
     assert [cpu[k] for k in method] == [big[k] for k in method]
     assert cpu["trainer.device"] == "cpu" and cpu["actor_rollout_ref.rollout.name"] == "hf_cpu"
     assert cpu["actor_rollout_ref.actor.strategy"] == cpu["actor_rollout_ref.ref.strategy"] == "fsdp2"
@@ -491,8 +494,8 @@ def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_
     sdpa = as_dict(args)
     assert {k for k in set(sdpa) | set(default) if sdpa.get(k) != default.get(k)} == {
         key, "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.agent.agent_loop_config_path",
-        "trainer.default_local_dir"}  # fmt: skip
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path", "trainer.default_local_dir"}  # fmt: skip
     assert as_dict(recipe_args("run_smoke_1gpu.sh", str(tmp_path / "smoke"), ATTN="sdpa"))[key] == "sdpa"
     bad = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "bad"), ATTN="flash")
     assert bad.returncode == 2 and "unknown ATTN=flash" in bad.stderr

@@ -7,7 +7,6 @@ import os
 import pandas as pd
 import pytest
 import torch
-
 from conftest import load_qwen_tokenizer
 
 from data_prep import sft, xlam
@@ -34,7 +33,9 @@ def test_rl_rows_become_prompt_plus_the_first_gold_step_as_tool_calls(rl_parquet
     assert [m["role"] for m in dialogue] == [m["role"] for m in first["prompt"]] + ["assistant"]
     assert "<tools>" in dialogue[0]["content"]
     blocks = dialogue[-1]["content"].split("</tool_call>")[:-1]
-    assert [json.loads(b.split("<tool_call>")[1]) for b in blocks] == [{"name": c["name"], "arguments": c["arguments"]} for c in gold]
+    assert [json.loads(b.split("<tool_call>")[1]) for b in blocks] == [
+        {"name": c["name"], "arguments": c["arguments"]} for c in gold
+    ]
 
 
 def test_rl_prompt_turns_that_are_json_text_stay_the_text_they_were():
@@ -48,14 +49,15 @@ def test_rl_prompt_turns_that_are_json_text_stay_the_text_they_were():
                        {"role": "tool", "content": '{"temp_c": 21}'}], dtype=object)  # fmt: skip
     row = {"prompt": prompt, "reward_model": {"ground_truth": {"gold_tool_calls": json.dumps(gold)}}}
     messages, reason = sft.convert_one(row, "rl", None)
-    assert reason == "" and [m["content"] for m in messages[:3]] == ['{"city": "Paris"}', "<tool_call>\n{}\n</tool_call>",
-                                                                    '{"temp_c": 21}']  # fmt: skip
+    assert reason == "" and [m["content"] for m in messages[:3]] == [
+        '{"city": "Paris"}', "<tool_call>\n{}\n</tool_call>", '{"temp_c": 21}']  # fmt: skip
     assert sft.read_messages(json.dumps([dict(m) for m in prompt])) == [dict(m) for m in prompt]
 
 
 def test_sharegpt_dialogues_get_the_hermes_tool_prompt_and_bad_ones_are_counted():
-    tools = json.dumps([{"type": "function", "function": {"name": "weather", "description": "w",
-                                                           "parameters": {"type": "object", "properties": {}}}}])  # fmt: skip
+    tools = json.dumps([{"type": "function",
+                         "function": {"name": "weather", "description": "w",
+                                      "parameters": {"type": "object", "properties": {}}}}])  # fmt: skip
     good = {"tools": tools, "conversations": [
         {"from": "human", "value": "Weather in Paris?"},
         {"from": "gpt", "value": '<tool_call>\n{"name": "weather", "arguments": {}}\n</tool_call>'},

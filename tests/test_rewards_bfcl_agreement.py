@@ -1,4 +1,5 @@
-"""HierR's execution components against BFCL's own AST checker on ≥500 shipped BFCL cases (benchmarks/bfcl_agreement.py).
+"""HierR's execution components against BFCL's own AST checker on ≥500 shipped BFCL cases
+(benchmarks/bfcl_agreement.py).
 
 Needs bfcl-eval, installed beside verl without its conflicting pins: ``pip install --no-deps -r requirements-bfcl.txt``.
 """

@@ -27,8 +27,9 @@ def verl_config(**reward_kwargs):
 
 
 def test_verl_loads_compute_score_from_a_pkg_path_as_a_coroutine_with_reward_kwargs():
-    from verl.trainer.ppo.reward import get_custom_reward_fn
     import inspect
+
+    from verl.trainer.ppo.reward import get_custom_reward_fn
 
     fn = get_custom_reward_fn(verl_config(judge="none", w_tool=2.0))
     assert inspect.iscoroutinefunction(fn)

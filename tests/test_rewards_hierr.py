@@ -19,6 +19,7 @@ GT = {
 }
 CALL = '<tool_call>\n{"name": "weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 REPLY = "It is 21 degrees and sunny in Paris."
+DEFAULT_VERDICT = Verdict(4)
 
 
 class FakeJudge:
@@ -26,7 +27,7 @@ class FakeJudge:
 
     name = "fake"
 
-    def __init__(self, verdict=Verdict(4)):
+    def __init__(self, verdict=DEFAULT_VERDICT):
         self.verdict = verdict
         self.asked = []
 

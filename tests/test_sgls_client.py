@@ -42,7 +42,9 @@ def test_base_url_without_v1_suffix_is_accepted():
 
 
 def test_server_errors_are_retried_until_success():
-    script = lambda req, n: Reply(status=500, body="boom") if n < 2 else Reply(content="fine")
+    def script(req, n):
+        return Reply(status=500, body="boom") if n < 2 else Reply(content="fine")
+
     with ScriptedServer(script) as srv:
         c = ChatClient(srv.base_url, "m", backoff_s=0.01, max_retries=3, unhealthy_cooldown_s=0.0)
 

@@ -22,7 +22,10 @@ WEATHER = {
         },
     },
 }
-PING = {"type": "function", "function": {"name": "ping", "description": "Ping", "parameters": {"type": "object", "properties": {}}}}
+PING = {
+    "type": "function",
+    "function": {"name": "ping", "description": "Ping", "parameters": {"type": "object", "properties": {}}},
+}
 TOOLS = [WEATHER, PING]
 GOOD = '{"temp_c": 21.5, "sky": "clear"}'
 

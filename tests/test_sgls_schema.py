@@ -18,7 +18,11 @@ WEATHER = {
                 "city": {"type": "string"},
                 "days": {"type": "integer"},
                 "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "filters": {"type": "object", "properties": {"rain": {"type": "boolean"}}, "additionalProperties": False},
+                "filters": {
+                    "type": "object",
+                    "properties": {"rain": {"type": "boolean"}},
+                    "additionalProperties": False,
+                },
             },
             "required": ["city"],
             "additionalProperties": False,
@@ -49,7 +53,9 @@ def test_unknown_tool_gets_404_listing_available_tools():
 def test_missing_required_argument_is_named():
     rej, err = error_of("get_weather", {"days": 1})
     assert rej.status_code == 400
-    assert err["details"] == [{"param": "city", "problem": "missing_required", "message": "missing required parameter 'city'"}]
+    assert err["details"] == [
+        {"param": "city", "problem": "missing_required", "message": "missing required parameter 'city'"}
+    ]
 
 
 def test_wrong_type_names_expected_and_actual_types():
@@ -148,7 +154,9 @@ def test_xlam_schema_is_normalised_into_valid_json_schema():
     Draft202012Validator.check_schema(tool.parameters)
     assert tool.parameters["type"] == "object"
     assert tool.parameters["required"] == ["nums"]  # optional types and defaults are not required
-    assert tool.parameters["properties"]["nums"] == {"description": "Numbers", "type": "array", "items": {"type": "integer"}}
+    assert tool.parameters["properties"]["nums"] == {
+        "description": "Numbers", "type": "array", "items": {"type": "integer"}
+    }
     assert tool.parameters["properties"]["k"]["type"] == "integer"
 
 

@@ -45,7 +45,10 @@ SEARCH = {
         },
     },
 }
-ECHO = {"type": "function", "function": {"name": "ping", "description": "", "parameters": {"type": "object", "properties": {}}}}
+ECHO = {
+    "type": "function",
+    "function": {"name": "ping", "description": "", "parameters": {"type": "object", "properties": {}}},
+}
 TOOLS = [SEARCH, ECHO]
 ARGS = {"origin": "CDG", "dest": "JFK"}
 YAML = Path(__file__).resolve().parents[1] / "slca_verl" / "config" / "sgls_tool.yaml"
@@ -176,7 +179,8 @@ def test_sqlite_cache_lets_a_resumed_run_see_the_same_world(tmp_path):
 
 
 def test_fault_rates_inject_realistic_errors_at_the_configured_rate():
-    cfg = {"backend": "offline", "seed": 1, "faults": {"timeout_rate": 0.1, "server_error_rate": 0.1, "rate_limit_rate": 0.1}}
+    cfg = {"backend": "offline", "seed": 1,
+           "faults": {"timeout_rate": 0.1, "server_error_rate": 0.1, "rate_limit_rate": 0.1}}
     sim = Simulator(cfg)
 
     async def main():

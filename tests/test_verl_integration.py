@@ -1,4 +1,5 @@
-"""slca_grpo inside real verl 0.9.1: plugin discovery, hydra config, compute_advantage, the v1 trainer + TransferQueue."""
+"""slca_grpo inside real verl 0.9.1: plugin discovery, hydra config, compute_advantage, the v1 trainer +
+TransferQueue."""
 
 import logging
 import os
@@ -270,7 +271,8 @@ def test_slca_sync_hands_segment_ids_to_the_baseline_estimators_too(transfer_que
     bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics={})
     adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 30)
     fn = get_adv_estimator_fn(estimator)
-    with_ids, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm, segment_ids=ids)
+    with_ids, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm,
+                     segment_ids=ids)
     from_runs, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm)
     torch.testing.assert_close(adv, with_ids, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(with_ids, from_runs, atol=1e-3)
@@ -365,7 +367,8 @@ def test_slca_sync_logs_how_much_of_the_judges_noise_reaches_tool_tokens(transfe
     # GRPO: the tool tokens' advantage is the z-scored total; SLCA-GRPO: the z-scored r_tool alone
     assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool + r_sum), abs=1e-5)
     assert metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool), abs=1e-5)
-    assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] > abs(metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"])
+    assert (metrics["grpo"]["slca/corr_adv_tool_judge_noise"]
+            > abs(metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"]))
 
 
 def test_the_noise_leak_metric_is_skipped_not_fatal_for_rows_without_segment_ids(transfer_queue):
@@ -379,7 +382,8 @@ def test_the_noise_leak_metric_is_skipped_not_fatal_for_rows_without_segment_ids
     cfg = compose_ppo("algorithm.adv_estimator=grpo", "trainer.v1.trainer_mode=slca_sync")
     metrics = {}
     bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics=metrics)
-    assert "slca/corr_adv_tool_judge_noise" not in metrics and metrics["reward_extra/judge_noise/mean"] == pytest.approx(-0.15)
+    assert ("slca/corr_adv_tool_judge_noise" not in metrics
+            and metrics["reward_extra/judge_noise/mean"] == pytest.approx(-0.15))
     adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 12)
     expected, _ = compute_grpo_outcome_advantage(rewards, mask, np.array(index, dtype=object))
     torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)

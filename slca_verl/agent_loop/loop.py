@@ -4,7 +4,8 @@ Enable it (verl 0.9.1, v1 trainer)::
 
     actor_rollout_ref.rollout.agent.default_agent_loop=slca_tool_agent   # or the dataset column agent_name
     actor_rollout_ref.rollout.agent.agent_loop_config_path=pkg_path/slca_verl/config/agent_loop.yaml
-    reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward reward.custom_reward_function.name=compute_score
+    reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward
+    reward.custom_reward_function.name=compute_score
     algorithm.adv_estimator=slca_grpo trainer.v1.trainer_mode=slca_sync
 
 What it adds to verl's state machine (PENDING → GENERATING ⇄ PROCESSING_TOOLS → TERMINATED), which it reuses as is:
@@ -262,7 +263,9 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         except Exception as e:
             logger.exception("%s: answering a call of %r raised", AGENT_NAME, getattr(tool_call, "name", None))
             traj.counts["internal_errors"] += 1
-            return ToolResponse(text=f"Error: the tool call failed ({type(e).__name__})."), 0.0, {"sgls_status": "error"}
+            return (
+                ToolResponse(text=f"Error: the tool call failed ({type(e).__name__})."), 0.0, {"sgls_status": "error"}
+            )
 
     async def _answer_call(self, tool_call, traj: _Trajectory):
         error = getattr(tool_call, "error", None)

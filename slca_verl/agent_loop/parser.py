@@ -91,7 +91,8 @@ def _parse_block(body: str) -> list[ParsedCall]:
         return [_error(f"the <tool_call> block is not valid JSON ({e})")]
     objs = [parsed] if isinstance(parsed, dict) else parsed if isinstance(parsed, list) and parsed else None
     if objs is None:
-        return [_error(f"the <tool_call> block holds a JSON {type(parsed).__name__}, not an object or a list of objects")]
+        return [_error(f"the <tool_call> block holds a JSON {type(parsed).__name__}, "
+                       "not an object or a list of objects")]
     out = []
     for obj in objs:
         call, err = read_call(obj, accept_string_arguments=True)  # the rule HierR scores by, so both see one call

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from slca_verl.agent_loop.loop import METRIC_KEYS, to_container
+from slca_verl.reward_layout import finite_number
 from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.compute_score import get_judge
-from slca_verl.reward_layout import finite_number
 from slca_verl.rewards.hierr import HierRConfig, empty_result, score_trajectory
 
 TRAJECTORY_KEY = "slca_trajectory"

@@ -39,7 +39,9 @@ def cpu_setting_problems(model_config, engine_config) -> list[str]:
             "(or eager)"
         )
     if getattr(model_config, "use_remove_padding", False):
-        problems.append("remove-padding kernels need flash-attention: set actor_rollout_ref.model.use_remove_padding=false")
+        problems.append(
+            "remove-padding kernels need flash-attention: set actor_rollout_ref.model.use_remove_padding=false"
+        )
     return problems
 
 

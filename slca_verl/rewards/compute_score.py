@@ -21,7 +21,8 @@ Keyword arguments (all optional):
     judge_noise_sigma (0), judge_noise_seed (0): wrap the judge in a :class:`~slca_verl.rewards.judge.NoisyJudge`
         (ratings perturbed by ε ~ N(0, σ²) in r_sum units; reported as ``judge_noise`` / ``r_sum_clean``).
     w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments, judge_direct_replies,
-    judge_after_unneeded_calls, weights={fmt, name, key, value, parallel}, rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
+    judge_after_unneeded_calls, weights={fmt, name, key, value, parallel},
+    rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
 """
 
 from __future__ import annotations

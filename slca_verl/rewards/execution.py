@@ -2,7 +2,7 @@
 
 docs/method.md, as the authors' code computes it::
 
-    R_tool = w_fmt*fmt + w_name*nameF1 + w_key*key + w_value*value + w_par*parallel      (default 0.10/0.25/0.15/0.20/0.30)
+    R_tool = w_fmt*fmt + w_name*nameF1 + w_key*key + w_value*value + w_par*parallel   (default 0.10/0.25/0.15/0.20/0.30)
 
     fmt      = valid <tool_call> blocks / max(#open tags, #close tags)          (0 without tags)
     nameF1   = 2*|P ∩ G| / (|P| + |G|) over the multisets of tool names       (1 when both empty, 0 when one is)

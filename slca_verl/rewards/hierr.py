@@ -63,8 +63,8 @@ from slca_verl.rewards.execution import (
 )
 from slca_verl.rewards.judge import Judge, Verdict
 from slca_verl.rewards.parsing import (
-    OPEN_TAG,
     CLOSE_TAG,
+    OPEN_TAG,
     parse_ground_truth,
     parse_turn_calls,
     split_decoded_response,
@@ -148,8 +148,8 @@ def empty_result(reason: str) -> dict:
     """All-zero row with a reason (for input that cannot be scored at all)."""
     row = {k: 0.0 for k in RESULT_KEYS}
     row.update({k: 0 for k in ("no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses",
-                               "forged_tool_output", "format_valid", "judge_rating", "judge_failed", "judge_used", "success",
-                               "gold_invalid")})
+                               "forged_tool_output", "format_valid", "judge_rating", "judge_failed", "judge_used",
+                               "success", "gold_invalid")})
     row["gold_format"] = ""
     row["reason"] = reason
     return row
@@ -210,7 +210,9 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         return {**empty_result("unreadable gold: " + "; ".join(gt.gold_errors[:3])[:400]), "gold_invalid": 1}
 
     parsed = parse_turn_calls(assistant_texts, gt.allowed_tools, accept_string_arguments=cfg.accept_string_arguments)
-    reasons += parsed.errors[:3] + ([f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else [])
+    reasons += parsed.errors[:3] + (
+        [f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else []
+    )
     gold = gt.gold_calls
     pred = parsed.calls
     # a call that does not parse is not a call: tags alone (bare, empty, unterminated, unreadable) never dodge it

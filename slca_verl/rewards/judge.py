@@ -336,7 +336,9 @@ class LLMJudge:
 
 
 _TOKEN_RE = re.compile(r"[^\W_]+(?:\.\d+)?", re.UNICODE)
-_IGNORED = frozenset({"the", "and", "for", "with", "true", "false", "null", "none", "you", "are", "was", "this", "that"})
+_IGNORED = frozenset(
+    {"the", "and", "for", "with", "true", "false", "null", "none", "you", "are", "was", "this", "that"}
+)
 
 
 def content_tokens(text: str) -> set[str]:

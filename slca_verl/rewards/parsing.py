@@ -125,7 +125,9 @@ def to_python(obj: Any) -> Any:
     return obj
 
 
-def parse_tool_calls(text: str, allowed_tools: set[str] | None, *, accept_string_arguments: bool = False) -> ParsedCalls:
+def parse_tool_calls(
+    text: str, allowed_tools: set[str] | None, *, accept_string_arguments: bool = False
+) -> ParsedCalls:
     """Parse the ``<tool_call>`` blocks of assistant text (``<think>`` must already be stripped).
 
     A block is valid iff its JSON is an object, or a non-empty list of objects, each with a string ``name`` in
@@ -222,7 +224,9 @@ def _arguments(obj: dict, decode_strings: bool) -> tuple[dict | None, str]:
 
 
 def _empty_arguments(value: Any) -> bool:
-    return value is None or (isinstance(value, (str, dict)) and not (value.strip() if isinstance(value, str) else value))
+    return value is None or (
+        isinstance(value, (str, dict)) and not (value.strip() if isinstance(value, str) else value)
+    )
 
 
 @dataclass

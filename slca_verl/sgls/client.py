@@ -366,9 +366,12 @@ class ChatClient:
             body = raw.decode(charset)
         except (UnicodeDecodeError, LookupError):
             if status < 400:
-                raise ChatClientError("bad_response", f"{rep.base_url}: HTTP {status} body is not valid {charset} "
-                                      f"text: {_snippet(raw.decode(charset if _known(charset) else 'utf-8', 'replace'))}",
-                                      status) from None  # fmt: skip
+                raise ChatClientError(
+                    "bad_response",
+                    f"{rep.base_url}: HTTP {status} body is not valid {charset} "
+                    f"text: {_snippet(raw.decode(charset if _known(charset) else 'utf-8', 'replace'))}",
+                    status,
+                ) from None  # fmt: skip
             body = raw.decode("utf-8", "replace")  # an error body is only quoted in the message
 
         if status == 429:
@@ -393,7 +396,8 @@ class ChatClient:
                 "bad_response", f"{rep.base_url}: HTTP {status} body is not a chat completion: {_snippet(body)}", status
             ) from e
         if not isinstance(content, str):
-            raise ChatClientError("bad_response", f"{rep.base_url}: message.content is {type(content).__name__}", status)
+            raise ChatClientError("bad_response", f"{rep.base_url}: message.content is {type(content).__name__}",
+                                  status)
         return content, choice.get("finish_reason"), data.get("usage") or {}
 
 

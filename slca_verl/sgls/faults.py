@@ -53,7 +53,8 @@ class FaultInjector:
                 "timeout",
                 504,
                 {"error": {"code": 504, "type": "gateway_timeout",
-                           "message": "The upstream service did not respond within 30 seconds. Please try again later."}},
+                           "message": "The upstream service did not respond within 30 seconds. "
+                                      "Please try again later."}},
                 delay_s=c.timeout_delay_s,
             )  # fmt: skip
         if u < c.timeout_rate + c.server_error_rate:

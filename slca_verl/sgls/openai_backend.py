@@ -51,7 +51,8 @@ class OpenAIBackend:
             unhealthy_cooldown_s=config.unhealthy_cooldown_s,
         )
         self._unconstrained: set[str] = set()  # tools whose response_format the server refused (4xx)
-        self.stats = {"structured_output_refused": 0, "llm_calls": 0, "reply_retries": 0, "invalid_json": 0, "schema_violations": 0, "repaired": 0}
+        self.stats = {"structured_output_refused": 0, "llm_calls": 0, "reply_retries": 0, "invalid_json": 0,
+                      "schema_violations": 0, "repaired": 0}
 
     def response_format(self, tool: NormalisedTool) -> dict | None:
         mode = self.config.structured_output

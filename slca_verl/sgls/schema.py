@@ -198,7 +198,8 @@ def type_string_to_schema(text: str, _depth: int = 0) -> tuple[dict, bool]:
         base = _SIMPLE_TYPES.get(head)
         if base == "array":
             if head == "tuple" and len(args) > 1 and "..." not in args:
-                return {"type": "array", "prefixItems": [type_string_to_schema(a, _depth + 1)[0] for a in args]}, optional
+                prefix_items = [type_string_to_schema(a, _depth + 1)[0] for a in args]
+                return {"type": "array", "prefixItems": prefix_items}, optional
             item = type_string_to_schema(args[0], _depth + 1)[0] if args else {}
             return ({"type": "array", "items": item} if item else {"type": "array"}), optional
         if base == "object":
@@ -504,7 +505,9 @@ def _localise_refs(schema: dict, holders: list[dict], what: str) -> dict:
     return schema
 
 
-def _checked(schema: dict, what: str, forbid_extra: bool = False, holders: list[dict] | None = None) -> tuple[dict, Any]:
+def _checked(
+    schema: dict, what: str, forbid_extra: bool = False, holders: list[dict] | None = None
+) -> tuple[dict, Any]:
     """The schema ready for validation and its validator; raises SchemaUnusable (see _localise_refs)."""
     if forbid_extra and schema.get("type") == "object":
         schema = {**schema, "additionalProperties": schema.get("additionalProperties", False)}
@@ -696,7 +699,8 @@ def _describe(err: jsonschema.ValidationError, schema: dict) -> dict:
         scope = f" in '{where}'" if where else ""
         accepted = ", ".join(sorted(props)) or "none"
         return {"param": ", ".join(extra), "problem": "unknown_parameter",
-                "message": f"unknown parameter(s) {', '.join(repr(e) for e in extra)}{scope}; accepted: {accepted}"}  # fmt: skip
+                "message": f"unknown parameter(s) {', '.join(repr(e) for e in extra)}{scope}; "
+                           f"accepted: {accepted}"}  # fmt: skip
     return {"param": where, "problem": v, "message": f"parameter '{where or '<root>'}': {err.message[:300]}"}
 
 
@@ -730,7 +734,8 @@ def validate_arguments(tool: NormalisedTool, arguments: Any) -> CallRejection | 
         return schema_rejection(tool.name, tool.problem)
     if not isinstance(arguments, dict):
         return CallRejection(400, "invalid_request_error",
-                             f"arguments of '{tool.name}' must be a JSON object, got {_json_type(arguments)}")  # fmt: skip
+                             f"arguments of '{tool.name}' must be a JSON object, "
+                             f"got {_json_type(arguments)}")  # fmt: skip
     problem = json_problem(arguments)
     if problem is not None:
         return CallRejection(400, "invalid_request_error", f"invalid arguments for '{tool.name}': {problem}",
@@ -808,7 +813,8 @@ class ToolSet:
     def validate(self, name: Any, arguments: Any) -> CallRejection | None:
         """None when the call is acceptable, else the rejection a real API server would send."""
         if not isinstance(name, str):
-            return CallRejection(400, "invalid_request_error", f"the tool name must be a string, got {_json_type(name)}")
+            return CallRejection(400, "invalid_request_error",
+                                 f"the tool name must be a string, got {_json_type(name)}")
         tool = self.tools.get(name)
         if tool is None:
             available = ", ".join(sorted(self.tools)) or "none"

@@ -5,7 +5,8 @@ In verl's tool YAML (``actor_rollout_ref.rollout.multi_turn.tool_config_path``),
 
     tools:
       - class_name: slca_verl.sgls.tool.SGLSTool
-        config: {type: native, backend: openai, base_urls: ["http://sim-0:8000/v1"], model: Qwen3-8B, cache_scope: group}
+        config: {type: native, backend: openai, base_urls: ["http://sim-0:8000/v1"], model: Qwen3-8B,
+                 cache_scope: group}
         tool_schema: {type: function, function: {name: get_weather, description: ..., parameters: {...}}}
 
 verl's ``ToolAgentLoop`` calls ``create(create_kwargs=row["extra_info"]["tools_kwargs"][name]["create_kwargs"])``
@@ -102,7 +103,8 @@ class SGLSTool(BaseTool):
         if request_id is not None:
             with self._lock:
                 context += self._histories.get(request_id, [])
-        res = await self.call(name, parameters, tool_schemas=state["tool_schemas"], scope=state["scope"], context=context)
+        res = await self.call(name, parameters, tool_schemas=state["tool_schemas"], scope=state["scope"],
+                              context=context)
         if request_id is not None:
             with self._lock:
                 hist = self._histories.setdefault(request_id, [])

@@ -11,7 +11,6 @@ import asyncio
 import json
 
 import pytest
-
 from sgls_helpers import dead_url
 
 from slca_verl.sgls.client import ChatClient, ChatClientError
@@ -33,7 +32,10 @@ TOOLS = [
             "response_schema": SCHEMA,
         },
     },
-    {"type": "function", "function": {"name": "ping", "description": "Ping", "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {"name": "ping", "description": "Ping", "parameters": {"type": "object", "properties": {}}},
+    },
 ]
 
 
@@ -58,7 +60,8 @@ def test_structured_output_request_is_honoured(vllm):
     async def main():
         c = ChatClient(url, model, timeout_s=120)
         try:
-            return await c.complete([{"role": "user", "content": "order 7"}], max_tokens=256, response_format=fmt, seed=3)
+            return await c.complete([{"role": "user", "content": "order 7"}], max_tokens=256, response_format=fmt,
+                                    seed=3)
         finally:
             await c.aclose()
 

@@ -36,8 +36,8 @@ def test_tau2_mock_domain_runs_against_a_scripted_local_server(tmp_path):
 
     with ScriptedServer(handler) as srv:
         code = tau2.main(["--domains", "mock", "--agent_base_url", srv.base_url, "--user_base_url", srv.base_url,
-                          "--num_trials", "1", "--task_ids", "create_task_1,update_task_1", "--ks", "1", "--tau2_bin", tau2_bin(),
-                          "--timeout_s", "600", "--out_dir", str(tmp_path)])  # fmt: skip
+                          "--num_trials", "1", "--task_ids", "create_task_1,update_task_1", "--ks", "1",
+                          "--tau2_bin", tau2_bin(), "--timeout_s", "600", "--out_dir", str(tmp_path)])  # fmt: skip
     assert code == 0
     result = json.loads((tmp_path / "tau2.json").read_text())
     assert result["domains"]["mock"]["n_simulations"] == 2
