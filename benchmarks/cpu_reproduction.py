@@ -168,8 +168,9 @@ def plot(result: dict, path: str) -> None:
             for s in steps:
                 vals = [r["curve"]["tool_acc"][str(s)] for r in rs if str(s) in r["curve"]["tool_acc"]]
                 med.append(statistics.median(vals)); lo.append(min(vals)); hi.append(max(vals))  # noqa: E702
-            ax.plot(steps, med, marker="o", label=method)
-            ax.fill_between(steps, lo, hi, alpha=0.15)
+            color = f"C{list(METHODS).index(method)}"  # one colour per method in every panel
+            ax.plot(steps, med, marker="o", label=method, color=color)
+            ax.fill_between(steps, lo, hi, alpha=0.15, color=color)
         ax.axhline(result["args"]["threshold"], color="grey", ls=":", lw=1)
         ax.set_title(f"judge noise σ = {sigma:g} ({len(result['args']['seeds'])} seeds: median, range)")
         ax.set_xlabel("training step (verl)")
@@ -193,8 +194,13 @@ def previous_runs(path: str, steps: int) -> dict[tuple, dict]:
 
 
 def write_result(args, machine: dict, wall: float, runs: list[dict]) -> dict:
-    result = {"args": {k: v for k, v in vars(args).items() if k not in ("plot_only", "resume")}, "machine": machine,
-              "wall_seconds": wall, "runs": runs, "summary": summarise(runs, args.steps)}
+    """The grid's JSON; its methods, σs and seeds are those of the runs it holds (a resumed grid spans invocations),
+    ``run_seconds`` their summed wall time (model builds included, in each seed's first run)."""
+    grid = {"methods": [m for m in METHODS if any(r["method"] == m for r in runs)],
+            "sigmas": sorted({r["sigma"] for r in runs}), "seeds": list(dict.fromkeys(r["seed"] for r in runs))}
+    result = {"args": {**{k: v for k, v in vars(args).items() if k not in ("plot_only", "resume")}, **grid},
+              "machine": machine, "wall_seconds": wall, "run_seconds": sum(r.get("seconds", 0.0) for r in runs),
+              "runs": runs, "summary": summarise(runs, args.steps)}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

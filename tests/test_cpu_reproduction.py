@@ -61,6 +61,10 @@ def test_resume_keeps_finished_runs_of_other_cells_and_reruns_failed_ones(tmp_pa
     assert set(prev) == {("grpo", 1.0, 11)}  # the failed run is not kept: it runs again
     assert cr.previous_runs(str(out), steps=20) == {}  # another budget is another experiment
     assert cr.previous_runs(str(tmp_path / "none.json"), steps=10) == {}
-    args = argparse.Namespace(out=str(out), steps=10, threshold=0.3, plot_only=None, resume=True, seeds=[11])
+    args = argparse.Namespace(out=str(out), steps=10, threshold=0.3, plot_only=None, resume=True, seeds=[42],
+                              methods=["gdpo"], sigmas=[0.0])
     cr.write_result(args, {"cpus": 2}, 1.0, list(prev.values()))
-    assert json.load(open(out))["runs"] == [done[0]] and "resume" not in json.load(open(out))["args"]
+    written = json.load(open(out))
+    assert written["runs"] == [done[0]] and "resume" not in written["args"]
+    # the grid the file describes is that of its runs, not of the last invocation's arguments
+    assert (written["args"]["methods"], written["args"]["sigmas"], written["args"]["seeds"]) == (["grpo"], [1.0], [11])
