@@ -367,6 +367,22 @@ def test_the_parser_reads_string_arguments_and_reports_each_bad_block_in_order()
     assert content.startswith("trailing")
 
 
+def test_one_bad_call_in_a_list_block_spoils_the_block_as_hierr_scores_it():
+    """A list block with one unreadable call runs nothing (one error entry): HierR counts the block invalid, so a
+    call the loop executed out of it would be a call no reward saw (found by the reward-channel property test)."""
+    from slca_verl.agent_loop import parse_hermes_calls
+    from slca_verl.rewards.parsing import parse_turn_calls
+
+    text = ('<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+            '{"name": "get_weather", "arguments": [1]}]</tool_call>')
+    _, calls = parse_hermes_calls(text)
+    assert len(calls) == 1 and calls[0].name == "" and "must be a JSON object" in calls[0].error
+    scored = parse_turn_calls([text], None, accept_string_arguments=True)
+    assert scored.calls == [] and len(scored.errors) == 1
+    good = '<tool_call>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]</tool_call>'
+    assert [(c.name, c.arguments) for c in parse_hermes_calls(good)[1]] == [("a", "{}"), ("b", '{"x": 1}')]
+
+
 def test_the_parser_leaves_text_without_calls_untouched():
     from slca_verl.agent_loop import parse_hermes_calls
 

@@ -55,8 +55,9 @@ def has_call_attempt(text: str) -> bool:
 def parse_hermes_calls(text: str) -> tuple[str, list[ParsedCall]]:
     """Content (tool-call blocks removed, ``<think>`` stripped) and the calls of one assistant turn, in order.
 
-    Every block yields one call per object (a list block yields several) or one error entry; an unmatched tag
-    yields one error entry too. Never raises.
+    Every block yields one call per object (a list block yields several) or, when any of its objects cannot be read,
+    one error entry and no call (HierR counts such a block invalid); an unmatched tag yields one error entry too.
+    Never raises.
     """
     visible = strip_think(text)
     if OPEN_TAG not in visible and CLOSE_TAG not in visible:
@@ -96,10 +97,9 @@ def _parse_block(body: str) -> list[ParsedCall]:
     out = []
     for obj in objs:
         call, err = read_call(obj, accept_string_arguments=True)  # the rule HierR scores by, so both see one call
-        if err:
-            out.append(_error(err))
-        else:
-            out.append(ParsedCall(name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False)))
+        if err:  # one bad call spoils its block, as in HierR: nothing of it runs, so nothing of it is scored
+            return [_error(err)]
+        out.append(ParsedCall(name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False)))
     return out
 
 
