@@ -327,7 +327,8 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
     model.generation_config.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
     report = {"steps": steps, "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-              "episodes": n, "batch_size": batch, "trained_tokens_per_step": trained_tokens / max(1, steps)}  # fmt: skip
+              "episodes": n, "batch_size": batch,
+              "trained_tokens_per_step": trained_tokens / max(1, steps)}  # fmt: skip
     logger.info("warm-up: %s -> %s", report, out_dir)
     return report
 
