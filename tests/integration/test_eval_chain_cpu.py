@@ -30,8 +30,9 @@ def tau2_bin() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """verl's actor checkpoint after two training steps of the CPU main job (validation off: not under test here)."""
+def checkpoint(tmp_path_factory, vllm):
+    """verl's actor checkpoint after two training steps of the CPU main job (validation off: not under test here).
+    Needs the tier (``vllm``: skipped without it): its venv serves the policy, its server is tau^2's user."""
     root = str(tmp_path_factory.mktemp("chain"))
     proc, out_dir = run_recipe(root, SEED=SEED, VAL_BEFORE_TRAIN="false", TEST_FREQ="-1")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
