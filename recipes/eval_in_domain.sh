@@ -20,7 +20,7 @@ if [[ "${DRY_RUN:-0}" == 0 ]]; then MODEL_PATH=$(hf_checkpoint "${CHECKPOINT}");
 # DEVICE=cpu: the CPU recipe's settings (its platform, rollout, sizes and offline SGLS / judge; SEED or VAL_FILES
 # name the held-out prompts of the run that trained CHECKPOINT)
 TRAIN_RECIPE=run_qwen7b_slca.sh
-[[ "${DEVICE:-cuda}" == cpu ]] && TRAIN_RECIPE=run_cpu_tiny_slca.sh
+[[ "${DEVICE}" == cpu ]] && TRAIN_RECIPE=run_cpu_tiny_slca.sh  # DEVICE: eval_lib.sh
 MODEL_PATH=${MODEL_PATH} ADV_ESTIMATOR=grpo OUTPUT_DIR=${OUT_DIR}/run LOGGER='["console","file"]' \
   bash "${RECIPES_DIR}/${TRAIN_RECIPE}" trainer.val_only=true trainer.val_before_train=true \
   trainer.validation_data_dir="${OUT_DIR}/val_generations" "$@"

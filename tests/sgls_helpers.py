@@ -44,13 +44,16 @@ def completion_body(content: str | None, finish_reason: str = "stop", model: str
     )
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (bound once by the OS, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def dead_url() -> str:
     """A base URL on 127.0.0.1 where nothing listens (connection refused)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"http://127.0.0.1:{port}/v1"
+    return f"http://127.0.0.1:{free_port()}/v1"
 
 
 class ScriptedServer:

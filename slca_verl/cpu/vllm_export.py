@@ -30,7 +30,8 @@ import sys
 
 logger = logging.getLogger(__name__)
 
-#: the narrowest head vLLM's CPU attention serves, and the tiny model's own
+#: the head size the integration tier's own tiny model is served with (scripts/vllm_cpu_setup.sh): known to run on
+#: vLLM's CPU attention
 SERVED_HEAD_DIM = 64
 
 

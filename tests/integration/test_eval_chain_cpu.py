@@ -9,24 +9,14 @@ checkpoint and writes the keys docs/eval.md documents. The served model of the t
 
 import json
 import os
-import socket
 import subprocess
 
 import pytest
 from main_ppo_helpers import REPO, STEPS, run_recipe
+from sgls_helpers import free_port
+from test_tau2_mock import tau2_bin
 
 SEED = "0"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tau2_bin() -> str | None:
-    path = os.path.join(REPO, ".tau2_bin")
-    return open(path).read().strip() if os.path.exists(path) else None
 
 
 @pytest.fixture(scope="module")
