@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# BFCL (AST categories) of a checkpoint: serve it with `vllm serve`, generate at temperature 0 through the
-# OpenAI-compatible API, score with bfcl-eval's ast_checker (pip install --no-deps -r requirements-bfcl.txt).
+# BFCL of a checkpoint as the leaderboard computes it: the checkpoint served with `vllm serve`, bfcl-eval's own
+# `bfcl generate` (its Qwen function-calling handler, prompting through the checkpoint's chat template) and
+# `bfcl evaluate`, every category that runs offline (slca_verl/eval/bfcl_leaderboard.py; docs/eval.md). bfcl-eval
+# lives in its own venv: bash scripts/bfcl_setup.sh (once).
 #
-#   bash recipes/eval_bfcl.sh CHECKPOINT        # -> ${OUT_DIR}/bfcl.json, bfcl.md
-#   DEVICE=cpu CATEGORIES=simple_python LIMIT=5 MAX_TOKENS=128 bash recipes/eval_bfcl.sh CHECKPOINT   # the CPU chain
+#   bash recipes/eval_bfcl.sh CHECKPOINT        # -> ${OUT_DIR}/bfcl_leaderboard.{json,md}, ${OUT_DIR}/bfcl/{result,score}
+#   CATEGORIES=multi_turn LIMIT=5 bash recipes/eval_bfcl.sh CHECKPOINT                    # a smoke run, not a score
+#   DEVICE=cpu LIMIT=2 MAX_TOKENS=64 bash recipes/eval_bfcl.sh CHECKPOINT                 # the CPU chain
+#   AST_ONLY=1 bash recipes/eval_bfcl.sh CHECKPOINT   # the in-house single-turn AST check (bfcl.json; not BFCL's score)
 set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
 CHECKPOINT=${1:?usage: eval_bfcl.sh CHECKPOINT}
 OUT_DIR=${OUT_DIR:-${REPO_ROOT}/eval/$(basename "$(dirname "${CHECKPOINT}")")_$(basename "${CHECKPOINT}")}
 PORT=${PORT:-8100}
-CATEGORIES=${CATEGORIES:-simple_python,multiple,parallel,parallel_multiple,irrelevance,live_simple,live_multiple,live_parallel,live_parallel_multiple,live_irrelevance}
 mkdir -p "${OUT_DIR}"
 source "${RECIPES_DIR}/eval_lib.sh"
-serve_policy "$(servable_checkpoint "${CHECKPOINT}")" "${PORT}"
-python3 -m slca_verl.eval.bfcl --base_url "http://127.0.0.1:${PORT}/v1" --model policy --categories "${CATEGORIES}" \
-  --out_dir "${OUT_DIR}" --bfcl_root "${OUT_DIR}/bfcl_root" ${LIMIT:+--limit "${LIMIT}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"}
+SERVED=$(servable_checkpoint "${CHECKPOINT}")
+serve_policy "${SERVED}" "${PORT}"
+if [[ "${AST_ONLY:-0}" != 0 ]]; then
+  python3 -m slca_verl.eval.bfcl --base_url "http://127.0.0.1:${PORT}/v1" --model policy \
+    ${CATEGORIES:+--categories "${CATEGORIES}"} --out_dir "${OUT_DIR}" --bfcl_root "${OUT_DIR}/bfcl_ast_root" \
+    ${LIMIT:+--limit "${LIMIT}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"}
+else
+  BFCL_PYTHON=${BFCL_PYTHON:-$(cat "${REPO_ROOT}/.bfcl_python" 2>/dev/null || echo /tmp/slca-bfcl/venv/bin/python)}
+  python3 -m slca_verl.eval.bfcl_leaderboard --local_model_path "${SERVED}" --port "${PORT}" --served_model policy \
+    --bfcl_python "${BFCL_PYTHON}" ${CATEGORIES:+--categories "${CATEGORIES}"} ${LIMIT:+--limit "${LIMIT}"} \
+    ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} --out_dir "${OUT_DIR}"
+fi
+python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" ${LABEL:+--label "${LABEL}"}   # summary.md: every column so far

@@ -27,3 +27,4 @@ MODEL_PATH=${MODEL_PATH} ADV_ESTIMATOR=grpo OUTPUT_DIR=${OUT_DIR}/run LOGGER='["
 [[ "${DRY_RUN:-0}" == 0 ]] || exit 0
 python3 -m slca_verl.eval.in_domain --predictions "$(ls "${OUT_DIR}"/val_generations/*.jsonl | sort -V | tail -n1)" \
   --out_dir "${OUT_DIR}"
+python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" ${LABEL:+--label "${LABEL}"}   # summary.md: every column so far

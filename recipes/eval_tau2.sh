@@ -31,4 +31,6 @@ python3 -m slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://1
   --agent_model policy --user_base_url "${USER_BASE_URL}" --user_model "${USER_MODEL}" --num_trials "${NUM_TRIALS}" \
   ${TAU2_BIN:+--tau2_bin "${TAU2_BIN}"} ${USER_API_KEY_FILE:+--user_api_key_file "${USER_API_KEY_FILE}"} \
   ${TASK_IDS:+--task_ids "${TASK_IDS}"} ${NUM_TASKS:+--num_tasks "${NUM_TASKS}"} ${KS:+--ks "${KS}"} \
-  ${MAX_STEPS:+--max_steps "${MAX_STEPS}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} --out_dir "${OUT_DIR}"
+  ${MAX_STEPS:+--max_steps "${MAX_STEPS}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} ${TAU2_SEED:+--seed "${TAU2_SEED}"} \
+  --out_dir "${OUT_DIR}"
+python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" ${LABEL:+--label "${LABEL}"}   # summary.md: every column so far

@@ -74,6 +74,21 @@ def make_batch(seed: int, bs: int, L: int, max_turns: int = 4, group_size: int =
     return rewards, mask, index
 
 
+BFCL_PYTHON_FILE = Path(__file__).resolve().parents[1] / ".bfcl_python"
+
+
+@pytest.fixture(scope="session")
+def bfcl_python() -> str:
+    """The Python of bfcl-eval's own venv (``.bfcl_python`` at the repo root, written by ``scripts/bfcl_setup.sh``).
+    Absent -> skip; named but missing -> failure."""
+    if not BFCL_PYTHON_FILE.exists():
+        pytest.skip("bfcl-eval's venv is not set up: bash scripts/bfcl_setup.sh (writes .bfcl_python)")
+    path = BFCL_PYTHON_FILE.read_text().strip()
+    if not os.access(path, os.X_OK):
+        pytest.fail(f".bfcl_python names {path}, which is not an executable; rerun scripts/bfcl_setup.sh")
+    return path
+
+
 VLLM_URL_FILE = Path(__file__).resolve().parents[1] / ".vllm_cpu_url"
 
 

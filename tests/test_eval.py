@@ -172,6 +172,15 @@ def test_tau2_pass_hat_k_matches_hand_values():
     assert tau2.pass_hat_k(s, 4) == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="no task has 5 trials"):
         tau2.pass_hat_k(s, 5)
+    assert tau2.pass_hat_k(s, 3) == pytest.approx((0 + 1 + 0) / 3)  # C(2, 3) = 0 for the half-solved task
+
+
+def test_tau2_per_trial_pass_1_is_each_trials_own_success_rate():
+    """Trial t of every task is one pass over the tasks: its success rate is what a one-trial run would report."""
+    s = [{"task_id": t, "trial": i, "reward_info": {"reward": r}}
+         for t, rewards in enumerate([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 1]]) for i, r in enumerate(rewards)]
+    assert tau2.per_trial_pass_1(s) == pytest.approx({"0": 2 / 3, "1": 2 / 3, "2": 1 / 3, "3": 2 / 3})
+    assert tau2.pass_hat_k(s, 1) == pytest.approx(sum(tau2.per_trial_pass_1(s).values()) / 4)  # their mean is Pass^1
 
 
 def test_tau2_cli_explains_how_to_install_the_extra_when_absent(tmp_path, monkeypatch, caplog):
@@ -199,9 +208,10 @@ def test_tau2_hands_the_user_simulators_key_through_the_environment_not_the_comm
     args = argparse.Namespace(tau2_bin=str(fake), agent_model="policy", agent_base_url="http://127.0.0.1:1/v1",
                               user_model="u", user_base_url="http://127.0.0.1:2/v1", num_trials=1, max_concurrency=1,
                               task_ids=None, num_tasks=1, timeout_s=60, user_api_key_file=str(key_file),
-                              max_steps=None, max_tokens=None)
+                              max_steps=None, max_tokens=None, seed=7)
     assert tau2.run_domain("mock", args, str(tmp_path)) == []
     seen = json.loads(record.read_text())
+    assert seen["argv"][seen["argv"].index("--seed") + 1] == "7"  # the seed the report records is the one tau2 used
     assert seen["key"] == "sk-user-sim-0123456789" and "sk-user-sim" not in " ".join(seen["argv"])
     assert "--max-steps" not in seen["argv"] and "max_tokens" not in " ".join(seen["argv"])  # tau2's own defaults
     # the CPU chain's caps: tau2's step limit, and a reply cap for both LLMs (tiny models never stop talking)
@@ -265,3 +275,40 @@ def test_the_advantage_plot_uses_the_segment_metrics_slca_sync_logs():
     tool_patterns, summary_patterns, _ = plots.FIGURES["advantages"][2]
     assert plots.pick(series, tool_patterns) == "slca/adv_tool/mean"
     assert plots.pick(series, summary_patterns) == "slca/adv_summary/mean"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BFCL as bfcl-eval computes it (the bfcl-eval runs themselves: tests/integration/test_bfcl_leaderboard.py)
+
+
+def test_bfcl_v3_style_aggregate_is_the_mean_of_three_groups_only_when_all_their_categories_ran():
+    from slca_verl.eval import bfcl_leaderboard as bl
+
+    groups = {"Non-Live AST Acc": 0.9, "Live Acc": 0.6, "Multi Turn Acc": 0.3}
+    scores = {c: {} for c in bl.V3_CATEGORIES}
+    assert bl.v3_style(groups, scores) == {"value": pytest.approx(0.6), "missing_categories": []}
+    del scores["live_parallel"]
+    assert bl.v3_style(groups, scores) == {"value": None, "missing_categories": ["live_parallel"]}
+    # irrelevance and relevance are not part of the three groups' averages
+    assert not {"irrelevance", "live_irrelevance", "live_relevance"} & set(bl.V3_CATEGORIES)
+    assert set(bl.OFFLINE_CATEGORIES).isdisjoint(bl.NEEDS_INTERNET)
+
+
+def test_summary_names_every_column_and_says_which_were_not_run(tmp_path):
+    from slca_verl.eval import summary
+
+    (tmp_path / "in_domain.json").write_text(json.dumps({"overall": {"n": 27, "success@0.9": 44.444}}))
+    assert summary.main(["--out_dir", str(tmp_path), "--label", "SLCA-GRPO"]) == 0
+    text = (tmp_path / "summary.md").read_text()
+    row = text.splitlines()[2]
+    assert row == "| SLCA-GRPO | 44.44 | not run | not run | not run |"
+    assert "27 held-out rows" in text
+    (tmp_path / "tau2.json").write_text(json.dumps({
+        "agent_model": "policy", "user_model": "qwen-user", "user_base_url": "http://127.0.0.1:8200/v1",
+        "num_trials": 2, "seed": 300, "ks": [1, 2],
+        "domains": {"airline": {"n_simulations": 4, "pass^1": 0.5, "pass^2": 0.25,
+                                "per_trial_pass^1": {"0": 0.5, "1": 0.5}}}}))  # fmt: skip
+    summary.main(["--out_dir", str(tmp_path), "--label", "SLCA-GRPO"])
+    text = (tmp_path / "summary.md").read_text()
+    assert text.splitlines()[2].endswith("| airline 50.00 |")
+    assert "user simulator qwen-user" in text and "seed 300" in text

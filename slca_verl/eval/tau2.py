@@ -11,6 +11,9 @@ tau^2 is driven through its ``tau2 run`` command (its stable interface); both mo
 imported lazily: without the extra this module still imports, and :func:`require_tau2` says how to install it.
 
 Pass^k (tau-bench): for a task with n trials of which c succeeded (reward 1), C(c, k) / C(n, k); averaged over tasks.
+The report also gives each trial's own success rate (``per_trial_pass^1``: the trials are separate passes over the
+tasks, so their min-max is the run-to-run spread a single-trial run would show), the user simulator it ran against
+and tau2's seed.
 """
 
 from __future__ import annotations
@@ -67,6 +70,15 @@ def pass_hat_k(simulations: Sequence[dict], k: int) -> float:
     return sum(scores) / len(scores)
 
 
+def per_trial_pass_1(simulations: Sequence[dict]) -> dict[str, float]:
+    """``{trial: share of its tasks with reward 1}`` from tau^2's records (``trial``; a record without one is trial 0)."""
+    by_trial: dict[str, list[bool]] = defaultdict(list)
+    for s in simulations:
+        reward = (s.get("reward_info") or {}).get("reward", 0.0) or 0.0
+        by_trial[str(s.get("trial") or 0)].append(abs(float(reward) - 1.0) < 1e-6)
+    return {t: sum(v) / len(v) for t, v in sorted(by_trial.items())}
+
+
 def read_key(path: str | None) -> str | None:
     """The API key in ``path`` (stripped), or None without a path.
 
@@ -104,6 +116,7 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
         "--user-llm", f"openai/{args.user_model}",
         "--user-llm-args", llm_args(args.user_base_url, 0.0, max_tokens_arg(args.max_tokens)),
         "--num-trials", str(args.num_trials), "--max-concurrency", str(args.max_concurrency), "--save-to", save_to,
+        "--seed", str(args.seed),
         # results in the run's own work dir: tau2 would otherwise write into its package's data folder and, finding
         # a file of the same name there, resume an earlier run instead of starting a new one
         "--results-dir", workdir,
@@ -131,8 +144,13 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
 
 def table(result: dict) -> str:
     ks = result["ks"]
-    rows = [[d, v["n_simulations"], *[100.0 * v[f"pass^{k}"] for k in ks]] for d, v in result["domains"].items()]
-    return markdown_table(["domain", "simulations", *[f"Pass^{k} (%)" for k in ks]], rows)
+    rows = [[d, v["n_simulations"], *[100.0 * v[f"pass^{k}"] for k in ks],
+             f"{100.0 * min(v['per_trial_pass^1'].values()):.1f}-{100.0 * max(v['per_trial_pass^1'].values()):.1f}"]
+            for d, v in result["domains"].items()]  # fmt: skip
+    header = ["domain", "simulations", *[f"Pass^{k} (%)" for k in ks], "Pass^1 per trial, min-max (%)"]
+    return markdown_table(header, rows) + (
+        f"\nAgent `{result['agent_model']}`, user simulator `{result['user_model']}` at {result['user_base_url']}, "
+        f"{result['num_trials']} trials, tau2 seed {result['seed']}.\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max_steps", type=int, default=None, help="tau2's --max-steps (default: tau2's own)")
     p.add_argument("--max_tokens", type=int, default=None,
                    help="cap on each reply of the agent and the user (tiny models that never stop outgrow a context)")
-    p.add_argument("--ks", default="1,2,4")
+    p.add_argument("--ks", default="1,2,3,4")
+    p.add_argument("--seed", type=int, default=300, help="tau2's --seed (300 is tau2's default)")
     p.add_argument("--timeout_s", type=float, default=6 * 3600)
     p.add_argument("--tau2_bin", default=None, help="the tau2 command (default: tau2 on PATH, from the extra)")
     p.add_argument("--out_dir", required=True)
@@ -163,11 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", e)
         return 2
     ks = [int(k) for k in args.ks.split(",") if int(k) <= args.num_trials]
-    result = {"agent_model": args.agent_model, "user_model": args.user_model, "ks": ks, "domains": {}}
+    result = {"agent_model": args.agent_model, "user_model": args.user_model, "user_base_url": args.user_base_url,
+              "num_trials": args.num_trials, "seed": args.seed, "ks": ks, "domains": {}}
     with tempfile.TemporaryDirectory(prefix="tau2_") as workdir:
         for domain in args.domains.split(","):
             sims = run_domain(domain, args, workdir)
-            result["domains"][domain] = {"n_simulations": len(sims), **{f"pass^{k}": pass_hat_k(sims, k) for k in ks}}
+            result["domains"][domain] = {"n_simulations": len(sims), **{f"pass^{k}": pass_hat_k(sims, k) for k in ks},
+                                         "per_trial_pass^1": per_trial_pass_1(sims)}
     json_path, md_path = write_report(args.out_dir, "tau2", result, table(result))
     logger.info("tau2: %s -> %s, %s", result["domains"], json_path, md_path)
     return 0

@@ -16,6 +16,8 @@ from main_ppo_helpers import REPO, STEPS, run_recipe
 from sgls_helpers import free_port
 from test_tau2_mock import tau2_bin
 
+from slca_verl.eval import bfcl_leaderboard
+
 SEED = "0"
 
 
@@ -49,18 +51,27 @@ def test_eval_in_domain_scores_the_trained_checkpoint_with_verls_validation(chec
     assert (tmp_path / "in_domain.md").read_text().startswith("| set |")
 
 
-def test_eval_bfcl_serves_the_merged_checkpoint_on_vllm_and_scores_it(checkpoint, tmp_path):
-    proc = run_eval("eval_bfcl.sh", checkpoint, str(tmp_path), CATEGORIES="simple_python,irrelevance", LIMIT="2",
-                    MAX_TOKENS="64")
+def test_eval_bfcl_runs_bfcl_eval_on_every_offline_category_of_the_served_checkpoint(checkpoint, tmp_path, bfcl_python):
+    """bfcl-eval's own generate (its multi-turn loop and executable backends included) and evaluate, one entry of
+    each offline category, against the merged checkpoint on vLLM's CPU server."""
+    proc = run_eval("eval_bfcl.sh", checkpoint, str(tmp_path), LIMIT="1", MAX_TOKENS="64", BFCL_PYTHON=bfcl_python,
+                    LABEL="tiny")  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     # verl's model_merger wrote the HF model, the export widened it for vLLM's CPU attention
     merged = os.path.join(checkpoint, "actor", "merged_hf")
     assert os.path.isfile(os.path.join(merged, "config.json"))
     assert json.load(open(os.path.join(merged + "_vllm_cpu", "config.json")))["head_dim"] == 64
-    summary = json.loads((tmp_path / "bfcl.json").read_text())["summary"]
-    assert summary["overall"]["n"] == 4
-    assert {"simple_python", "irrelevance"} <= set(summary)
-    assert "POST /v1/" in (tmp_path / "policy_server.log").read_text()  # the served checkpoint answered
+    result = json.loads((tmp_path / "bfcl_leaderboard.json").read_text())
+    assert set(result["categories"]) == set(bfcl_leaderboard.OFFLINE_CATEGORIES)
+    assert all(v["total_count"] == 1 for v in result["categories"].values())
+    assert set(result["left_out"]) == set(bfcl_leaderboard.NEEDS_INTERNET)
+    assert 0.0 <= result["overall_v4"] <= 1.0 and result["v3_style"]["value"] is not None
+    # the multi-turn entries went through bfcl-eval's loop: one list of model outputs per user turn, none an error
+    for path in (tmp_path / "bfcl" / "result").rglob("BFCL_v4_multi_turn_*_result.json"):
+        entry = json.loads(path.read_text().splitlines()[0])
+        assert isinstance(entry["result"], list) and all(isinstance(t, list) for t in entry["result"]), entry
+    assert "POST /v1/completions" in (tmp_path / "policy_server.log").read_text()  # the served checkpoint answered
+    assert (tmp_path / "summary.md").read_text().splitlines()[2].startswith("| tiny | not run | ")
 
 
 @pytest.mark.skipif(tau2_bin() is None, reason="tau^2-bench not installed: bash scripts/tau2_setup.sh")

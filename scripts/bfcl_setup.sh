@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# bfcl-eval (the Berkeley Function Calling Leaderboard's own package) with all of its dependencies, in its own venv
+# (idempotent): `bfcl generate` / `bfcl evaluate` import every vendor SDK bfcl-eval supports, and bfcl-eval pins
+# numpy 1.26, which verl 0.9.1 cannot share an environment with.
+#
+#   scripts/bfcl_setup.sh [VENV_DIR]       default: /tmp/slca-bfcl/venv; writes the venv's python path to .bfcl_python
+#
+# torch==2.13.0 first: sentence-transformers (a bfcl-eval dependency) would otherwise pull a CUDA build of several GB.
+# soundfile: qwen-agent (imported by bfcl-eval's model table) imports it but does not declare it.
+set -euo pipefail
+VENV=${1:-/tmp/slca-bfcl/venv}
+HOST_PY=${HOST_PY:-python3}
+t0=$(date +%s)
+if [[ ! -f "${VENV}/.slca_ready" ]]; then
+  echo "[bfcl setup] creating venv ${VENV}"
+  "${HOST_PY}" -m venv "${VENV}"
+  "${VENV}/bin/pip" install -q --upgrade pip
+  "${VENV}/bin/pip" install -q "torch==2.13.0"
+  "${VENV}/bin/pip" install -q "bfcl-eval==2026.3.23" soundfile
+  BFCL_PROJECT_ROOT=$(mktemp -d) "${VENV}/bin/bfcl" version
+  touch "${VENV}/.slca_ready"
+else
+  echo "[bfcl setup] venv ready: ${VENV}"
+fi
+echo "${VENV}/bin/python" > "$(cd "$(dirname "$0")/.." && pwd)/.bfcl_python"
+echo "[bfcl setup] done in $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,225 @@
+"""BFCL as the leaderboard computes it: bfcl-eval's own ``generate`` and ``evaluate`` on a served checkpoint.
+
+    bash scripts/bfcl_setup.sh                     # bfcl-eval with all its dependencies, in its own venv
+    vllm serve CK --served-model-name policy --port 8100 &                   # or: bash recipes/eval_bfcl.sh CK
+    python -m slca_verl.eval.bfcl_leaderboard --local_model_path CK --port 8100 --out_dir eval/qwen7b_slca
+
+bfcl-eval pins numpy 1.26 and other packages verl 0.9.1 cannot live with, so it runs in its own environment
+(``--bfcl_python``); this module, in verl's, drives it through ``slca_verl/eval/bfcl_cli.py`` (bfcl's command line
+with the checkpoint registered as the model ``slca-verl/policy-FC``: bfcl-eval's Qwen function-calling handler,
+prompting through the checkpoint's own chat template) and reads what bfcl-eval wrote:
+
+* ``<out_dir>/bfcl/result/``, ``<out_dir>/bfcl/score/``: bfcl-eval's own files (``BFCL_PROJECT_ROOT``), untouched;
+  ``score/data_overall.csv`` is the leaderboard row.
+* ``<out_dir>/bfcl_leaderboard.json`` / ``.md``: every category's accuracy and count from bfcl-eval's score files,
+  bfcl-eval's group and overall numbers from its CSV (BFCL v4: non-live 10, live 10, irrelevance 10, multi-turn 30,
+  agentic 40; a category not run counts 0 there, as on the leaderboard), the categories left out, and the v3-style
+  aggregate :func:`v3_style` (mean of bfcl-eval's non-live, live and multi-turn accuracies), which is the number to
+  set beside a paper's BFCL v3 column.
+
+Categories (:data:`OFFLINE_CATEGORIES`): every one that runs without the internet. ``web_search_*`` needs SerpAPI and
+``memory_vector`` downloads a sentence-transformers encoder from the Hugging Face hub: both are left out unless asked
+for (``--categories``) and are named in the report. ``format_sensitivity`` does not apply to a function-calling
+handler (bfcl-eval skips it for FC models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import os
+import subprocess
+import sys
+from typing import Sequence
+
+from slca_verl.eval.report import markdown_table, write_report
+
+logger = logging.getLogger(__name__)
+
+MODEL = "slca-verl/policy-FC"  # bfcl_cli.MODEL_NAME (that file runs in bfcl-eval's venv and is not imported here)
+CLI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bfcl_cli.py")
+NON_LIVE = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+            "irrelevance")  # fmt: skip
+LIVE = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
+        "live_relevance")  # fmt: skip
+MULTI_TURN = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
+MEMORY_OFFLINE = ("memory_kv", "memory_rec_sum")
+OFFLINE_CATEGORIES = NON_LIVE + LIVE + MULTI_TURN + MEMORY_OFFLINE
+NEEDS_INTERNET = {"memory_vector": "downloads the all-MiniLM-L6-v2 encoder from the Hugging Face hub",
+                  "web_search_base": "queries SerpAPI", "web_search_no_snippet": "queries SerpAPI"}  # fmt: skip
+#: bfcl-eval's data_overall.csv columns this report carries (its own names)
+GROUP_COLUMNS = ("Overall Acc", "Non-Live AST Acc", "Live Acc", "Multi Turn Acc", "Memory Acc", "Web Search Acc",
+                 "Irrelevance Detection", "Relevance Detection")  # fmt: skip
+V3_PARTS = ("Non-Live AST Acc", "Live Acc", "Multi Turn Acc")
+#: the categories bfcl-eval averages into those three (irrelevance and relevance are scored apart from them)
+V3_CATEGORIES = NON_LIVE[:-1] + LIVE[:4] + MULTI_TURN
+DEFAULT_BFCL_PYTHON = "/tmp/slca-bfcl/venv/bin/python"
+
+
+def model_dir(model: str = MODEL) -> str:
+    """bfcl-eval's folder name for a model (``/`` becomes ``_``)."""
+    return model.replace("/", "_")
+
+
+def read_category_scores(score_root: str, model: str = MODEL) -> dict[str, dict]:
+    """``{category: {accuracy, correct_count, total_count}}`` from the first line of each of bfcl-eval's score files
+    (``score/<model>/<group>/.../BFCL_v4_<category>_score.json``)."""
+    scores = {}
+    base = os.path.join(score_root, model_dir(model))
+    for folder, _, files in os.walk(base):
+        for name in files:
+            if not (name.startswith("BFCL_") and name.endswith("_score.json")):
+                continue
+            category = name.split("_", 2)[2][: -len("_score.json")]
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                head = json.loads(f.readline())
+            scores[category] = {k: head[k] for k in ("accuracy", "correct_count", "total_count")}
+    return scores
+
+
+def _percent(cell: str) -> float | None:
+    cell = cell.strip()
+    return None if cell in ("N/A", "") else float(cell.rstrip("%")) / 100.0
+
+
+def read_overall(score_root: str, model: str = MODEL) -> dict[str, float | None]:
+    """bfcl-eval's leaderboard row for ``model`` (``score/data_overall.csv``), as fractions; None where it says N/A.
+
+    Raises:
+        FileNotFoundError: bfcl-eval wrote no ``data_overall.csv`` (evaluate did not run).
+        ValueError: the CSV has no row for ``model`` or lacks one of :data:`GROUP_COLUMNS`.
+    """
+    path = os.path.join(score_root, "data_overall.csv")
+    with open(path, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    display = "slca-verl policy (FC)"
+    row = next((r for r in rows if r.get("Model") == display), None)
+    if row is None:
+        raise ValueError(f"bfcl: {path} has no row for {display!r} (rows: {[r.get('Model') for r in rows]})")
+    missing = [c for c in GROUP_COLUMNS if c not in row]
+    if missing:
+        raise ValueError(f"bfcl: {path} lacks the columns {missing}; is bfcl-eval 2026.3.23 installed?")
+    return {c: _percent(row[c]) for c in GROUP_COLUMNS}
+
+
+def v3_style(overall: dict[str, float | None], scores: dict[str, dict]) -> dict:
+    """The v3-style aggregate: ``(non-live + live + multi-turn) / 3`` of bfcl-eval's own group accuracies
+    (``Non-Live AST Acc``, ``Live Acc``, ``Multi Turn Acc``), given only when every category those three average was
+    scored (bfcl-eval counts a missing one 0, which would make a partial run look like a bad model)."""
+    missing = [c for c in V3_CATEGORIES if c not in scores]
+    value = None if missing else sum(overall[c] for c in V3_PARTS) / len(V3_PARTS)
+    return {"value": value, "missing_categories": missing}
+
+
+def summarize(score_root: str, categories: Sequence[str], limit: int | None = None) -> dict:
+    """The report: per category, bfcl-eval's groups and overall, the v3-style aggregate, what was left out."""
+    scores = read_category_scores(score_root)
+    overall = read_overall(score_root)
+    not_scored = [c for c in categories if c not in scores]
+    if not_scored:
+        raise ValueError(f"bfcl: no score file for {not_scored} under {score_root}; did generate or evaluate fail?")
+    left_out = {c: NEEDS_INTERNET.get(c, "not requested") for c in OFFLINE_CATEGORIES + tuple(NEEDS_INTERNET)
+                if c not in scores}  # fmt: skip
+    return {
+        "model": MODEL, "bfcl_eval_version": _bfcl_version(), "limit_per_category": limit,
+        "categories": scores, "groups": overall, "overall_v4": overall["Overall Acc"],
+        "v3_style": v3_style(overall, scores), "left_out": left_out,
+    }  # fmt: skip
+
+
+def _bfcl_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("bfcl-eval")
+    except Exception:  # the version is a label in the report; its absence is not an error
+        return None
+
+
+def table(result: dict) -> str:
+    rows = [[c, v["total_count"], 100.0 * v["accuracy"]] for c, v in sorted(result["categories"].items())]
+    rows += [[f"**{c}** (bfcl-eval)", "", "N/A" if v is None else 100.0 * v] for c, v in result["groups"].items()]
+    v3 = result["v3_style"]["value"]
+    rows.append(["**v3-style: (non-live + live + multi-turn) / 3**", "", "N/A" if v3 is None else 100.0 * v3])
+    text = markdown_table(["category", "entries", "accuracy (%)"], rows)
+    if result["left_out"]:
+        text += "\nLeft out (counted 0 in bfcl-eval's overall): " + ", ".join(
+            f"{c} ({why})" for c, why in result["left_out"].items()) + "\n"  # fmt: skip
+    if result["limit_per_category"]:
+        text += f"\nThe first {result['limit_per_category']} entries of each category only: not a leaderboard score.\n"
+    return text
+
+
+def run_bfcl(args: argparse.Namespace, command: list[str]) -> None:
+    """``bfcl_cli.py [ours] -- <bfcl command>`` with the bfcl-eval venv's Python, bfcl-eval's env for the endpoint."""
+    ours = ["--served_model", args.served_model]
+    if args.max_tokens:
+        ours += ["--max_tokens", str(args.max_tokens)]
+    if args.limit and command[0] == "generate":
+        ours += ["--limit", str(args.limit)]
+    env = {**os.environ, "BFCL_PROJECT_ROOT": args.bfcl_root, "LOCAL_SERVER_ENDPOINT": args.host,
+           "LOCAL_SERVER_PORT": str(args.port)}  # fmt: skip
+    cmd = [args.bfcl_python, CLI, *ours, "--", *command]
+    logger.info("bfcl: %s", " ".join(cmd))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout_s)
+    with open(os.path.join(args.out_dir, f"bfcl_{command[0]}.log"), "w", encoding="utf-8") as f:
+        f.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bfcl {command[0]} failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-3000:]}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--local_model_path", default=None, help="the served checkpoint's HF folder (its tokenizer)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--served_model", default="policy")
+    p.add_argument("--categories", default=",".join(OFFLINE_CATEGORIES),
+                   help="bfcl-eval categories or groups (default: every offline category)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N entries of each category (a smoke run)")
+    p.add_argument("--max_tokens", type=int, default=None, help="cap on each completion (default: bfcl-eval's)")
+    p.add_argument("--bfcl_python", default=DEFAULT_BFCL_PYTHON, help="Python of the bfcl-eval venv")
+    p.add_argument("--skip_generate", action="store_true", help="evaluate results already under --out_dir")
+    p.add_argument("--timeout_s", type=float, default=12 * 3600)
+    p.add_argument("--out_dir", required=True)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    if not os.access(args.bfcl_python, os.X_OK):
+        logger.error("bfcl: --bfcl_python %s is not an executable; run scripts/bfcl_setup.sh", args.bfcl_python)
+        return 2
+    if not args.skip_generate and not args.local_model_path:
+        logger.error("bfcl: --local_model_path is required to generate (the checkpoint's tokenizer and template)")
+        return 2
+    os.makedirs(args.out_dir, exist_ok=True)
+    args.bfcl_root = os.path.abspath(os.path.join(args.out_dir, "bfcl"))
+    os.makedirs(args.bfcl_root, exist_ok=True)
+    categories = [c for c in args.categories.split(",") if c]
+    common = ["--model", MODEL, "--test-category", ",".join(categories)]
+    if not args.skip_generate:
+        run_bfcl(args, ["generate", *common, "--skip-server-setup", "--local-model-path",
+                        os.path.abspath(args.local_model_path), "--allow-overwrite"])  # fmt: skip
+    run_bfcl(args, ["evaluate", *common, *(["--partial-eval"] if args.limit or args.skip_generate else [])])
+    expanded = _expand(args, categories)
+    result = summarize(os.path.join(args.bfcl_root, "score"), expanded, args.limit)
+    json_path, md_path = write_report(args.out_dir, "bfcl_leaderboard", result, table(result))
+    logger.info("bfcl: overall (v4) %s, v3-style %s -> %s, %s", result["overall_v4"], result["v3_style"]["value"],
+                json_path, md_path)  # fmt: skip
+    return 0
+
+
+def _expand(args: argparse.Namespace, categories: list[str]) -> list[str]:
+    """bfcl-eval's expansion of group names (``multi_turn`` -> its four categories), asked of the bfcl venv."""
+    code = ("import json,sys\nfrom bfcl_eval.utils import parse_test_category_argument\n"
+            "print(json.dumps(parse_test_category_argument(sys.argv[1].split(','))))")  # fmt: skip
+    env = {**os.environ, "BFCL_PROJECT_ROOT": args.bfcl_root}
+    proc = subprocess.run([args.bfcl_python, "-c", code, ",".join(categories)], env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    if proc.returncode != 0:
+        raise ValueError(f"bfcl: categories {categories} not understood by bfcl-eval: {proc.stderr[-1500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
