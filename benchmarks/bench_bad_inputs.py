@@ -221,8 +221,8 @@ def _bench_reader_deep_item():
 
 @case("data_prep", "normalize_tools: schema 450 object levels deep", "450 levels")
 def _bench_schema_deep():
-    from data_prep.limits import RecordError
     from data_prep.schema import normalize_tools
+    from slca_verl.toolcall.limits import RecordError
 
     schema: dict = {"type": "string"}
     for _ in range(450):
@@ -240,8 +240,8 @@ def _bench_schema_deep():
 
 @case("data_prep", "normalize_tools: type string List[List[...]]", "100,000 levels")
 def _bench_type_string_deep():
-    from data_prep.limits import RecordError
     from data_prep.schema import normalize_tools
+    from slca_verl.toolcall.limits import RecordError
 
     tools = [{"name": "f", "parameters": {"x": {"type": "List[" * 100_000 + "int" + "]" * 100_000}}}]
 
@@ -257,7 +257,7 @@ def _bench_type_string_deep():
 @case("data_prep", "parse_python_calls: argument 1+1+...+1", "100,000 terms")
 def _bench_python_call_chain():
     from data_prep.calls import parse_python_calls
-    from data_prep.limits import RecordError
+    from slca_verl.toolcall.limits import RecordError
 
     text = "[f(x=" + "1+" * 100_000 + "1)]"
 
@@ -280,7 +280,7 @@ def _bench_extract_unclosed():
 
 @case("data_prep", "nesting_exceeds: one wide record", "1,000,000 lists")
 def _bench_nesting_wide():
-    from data_prep.limits import nesting_exceeds
+    from slca_verl.toolcall.limits import nesting_exceeds
 
     record = {"values": [[i] for i in range(1_000_000)]}
     return lambda: nesting_exceeds(record)

@@ -7,7 +7,8 @@
 - ToolACE / BFCL python style ``[f(a=1, b="x"), g()]``.
 
 Every parser raises :class:`CallParseError` instead of guessing, and
-:class:`data_prep.limits.RecordError` (``too_deep`` / ``non_finite_number``) for calls beyond the record bounds.
+:class:`slca_verl.toolcall.limits.RecordError` (``too_deep`` / ``non_finite_number``) for calls beyond the record
+bounds.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from data_prep import limits
+from slca_verl.toolcall import limits
 
 __all__ = [
     "CallParseError",
@@ -26,7 +27,6 @@ __all__ = [
     "parse_hermes_calls",
     "parse_glaive_call",
     "parse_python_calls",
-    "render_hermes_calls",
 ]
 
 _TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
@@ -188,12 +188,3 @@ def parse_python_calls(text: str) -> list[dict]:
         calls.append(normalize_call({"name": name, "arguments": args}))
     return calls
 
-
-def render_hermes_calls(calls: list[dict]) -> str:
-    """Calls -> the assistant text hermes templates expect: one ``<tool_call>`` JSON block per call."""
-    return "\n".join(
-        "<tool_call>\n"
-        + json.dumps({"name": c["name"], "arguments": c["arguments"]}, ensure_ascii=False)
-        + "\n</tool_call>"
-        for c in calls
-    )

@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from data_prep import limits
-from data_prep.calls import CallParseError, render_hermes_calls
+from data_prep.calls import CallParseError
 from data_prep.cli import main_for
 from data_prep.rows import Candidate, Rejection
+from slca_verl.toolcall import hermes, limits
 
 __all__ = [
     "Turn", "ROLE_ALIASES", "split_dialogue", "extract_json_values", "assistant_turn", "sharegpt_turns",
@@ -105,7 +105,7 @@ def dialogue_main(source: str, description: str, convert_record: ConvertRecord, 
 def _render(turn: Turn) -> dict:
     if turn.role == "assistant" and turn.calls:
         text = turn.content.strip()
-        rendered = render_hermes_calls(turn.calls)
+        rendered = hermes.render_calls(turn.calls)
         return {"role": "assistant", "content": f"{text}\n{rendered}" if text else rendered}
     if turn.role == "tool":
         return {"role": "tool", "content": _RESPONSE_TAGS.sub("", turn.content)}

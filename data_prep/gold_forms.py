@@ -24,8 +24,8 @@ import argparse
 import logging
 from typing import Any
 
-from data_prep import limits
 from data_prep.report import Report
+from slca_verl.toolcall import limits
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def read_gold(value: Any) -> tuple[str, list[list[dict]]] | None:
     """``gold_tool_calls`` (list or JSON text) -> ``(form, nested steps)``; None when it is none of the forms.
 
     Raises ``json.JSONDecodeError`` when the text (or a call's arguments text) is not JSON, and
-    :class:`data_prep.limits.RecordError` (``too_deep``) when it nests too deep.
+    :class:`slca_verl.toolcall.limits.RecordError` (``too_deep``) when it nests too deep.
 
     >>> read_gold('["a", "b"]')
     ('names', [[{'name': 'a', 'arguments': {}}, {'name': 'b', 'arguments': {}}]])

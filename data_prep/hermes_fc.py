@@ -15,11 +15,11 @@ import json
 import re
 from typing import Any, Iterable, Sequence
 
-from data_prep import limits
 from data_prep.calls import parse_hermes_calls
 from data_prep.dialogue import dialogue_main, sharegpt_turns, split_dialogue
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import SchemaError, normalize_tools
+from slca_verl.toolcall import limits
 
 SOURCE = "hermes_fc"
 _TOOLS_BLOCK = re.compile(r"<tools>(.*?)</tools>", re.S)

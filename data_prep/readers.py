@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from data_prep import limits
+from slca_verl.toolcall import limits
 
 __all__ = ["read_records", "read_json_lines", "InputError", "Unreadable"]
 

@@ -27,8 +27,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from data_prep.limits import has_lone_surrogate, non_finite_path
 from data_prep.schema import tools_index, validate_call
+from slca_verl.toolcall import hermes
+from slca_verl.toolcall.limits import has_lone_surrogate, non_finite_path
 
 __all__ = [
     "ABILITY",
@@ -38,7 +39,6 @@ __all__ = [
     "check_candidate",
     "row_problem",
     "build_row",
-    "hermes_system_prompt",
     "SYSTEM_PROMPT_STYLES",
 ]
 
@@ -138,21 +138,6 @@ def row_problem(row: dict[str, Any], record_index: int) -> Rejection | None:
     return None
 
 
-def hermes_system_prompt(tools: list[dict]) -> str:
-    """The system prompt listing ``tools`` in hermes ``<tools>`` style, one JSON tool per line."""
-    listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-    return (
-        "You are a helpful assistant with access to tools.\n\n"
-        "# Tools\n\n"
-        "You may call one or more functions to assist with the user query.\n\n"
-        "You are provided with function signatures within <tools></tools> XML tags:\n"
-        f"<tools>\n{listing}\n</tools>\n\n"
-        "For each function call, return a json object with function name and arguments within "
-        "<tool_call></tool_call> XML tags:\n"
-        '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\n'
-        "Call several functions at once by writing several <tool_call> blocks. "
-        "If no function fits the request, answer directly without calling one."
-    )
 
 
 def build_row(c: Candidate, system_prompt: str = "hermes") -> dict[str, Any]:
@@ -161,7 +146,7 @@ def build_row(c: Candidate, system_prompt: str = "hermes") -> dict[str, Any]:
     if c.prompt is not None:
         prompt = c.prompt
     elif system_prompt == "hermes":
-        system = hermes_system_prompt(c.tools)
+        system = hermes.system_prompt(c.tools)
         messages = list(c.messages)
         if messages and messages[0]["role"] == "system":  # one system message: the source's text after ours
             system = f"{system}\n\n{messages.pop(0)['content']}"

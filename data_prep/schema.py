@@ -13,7 +13,7 @@ object that passes the JSON Schema meta-schema; ``required`` is inferred (xLAM) 
 ``Optional[...]`` or a ``default``. :func:`validate_call` checks one gold call against such a tool.
 
 Anything that cannot be normalised raises :class:`SchemaError` (the row is then rejected with that reason); a
-tool list or type string nested beyond :mod:`data_prep.limits`' bounds raises its ``too_deep`` ``RecordError``.
+tool list or type string nested beyond :mod:`slca_verl.toolcall.limits`' bounds raises its ``too_deep`` ``RecordError``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from urllib.parse import unquote
 import jsonschema
 from jsonschema.validators import validator_for
 
-from data_prep import limits
 from data_prep.calls import split_top_level
-from data_prep.limits import RecordError, loads, non_finite_path
+from slca_verl.toolcall import limits
+from slca_verl.toolcall.limits import RecordError, loads, non_finite_path
 
 __all__ = [
     "SchemaError",

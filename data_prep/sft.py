@@ -16,7 +16,7 @@ Sources:
 - ``sharegpt``: JSON / JSONL records with ``conversations: [{"from", "value"}]`` (hermes-function-calling-v1, ToolACE
   style; ``from`` in system / human / user / gpt / assistant / tool / function_response / observation) and optional
   ``tools`` (JSON list of OpenAI tool schemas): when the system message does not list ``<tools>``, the hermes system
-  prompt of the RL prompts (``data_prep.rows.hermes_system_prompt``) is put first, so SFT and RL see one format.
+  prompt of the RL prompts (``slca_verl.toolcall.hermes.system_prompt``) is put first, so SFT and RL see one format.
 A dialogue must end on an assistant turn (``no_final_assistant``) and hold at least one user turn (``no_user_turn``).
 Records are read by :func:`data_prep.readers.read_records`; a record that cannot be used is counted under its reason
 (``malformed_record``, ``too_deep``, ``not_utf8``, ``non_finite_number``, ``invalid_unicode``, a tool-schema
@@ -29,15 +29,14 @@ import argparse
 import json
 import logging
 import os
-import random
 import sys
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
-from data_prep import limits
 from data_prep.readers import InputError, Unreadable, read_records
-from data_prep.rows import hermes_system_prompt
 from data_prep.schema import SchemaError, normalize_tools
+from slca_verl.toolcall import hermes, limits
+from slca_verl.toolcall.rows import plain, read_messages, write_sft
 
 logger = logging.getLogger(__name__)
 
@@ -45,54 +44,22 @@ ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant"
          "tool": "tool", "function_response": "tool", "observation": "tool", "ipython": "tool"}  # fmt: skip
 
 
-def _plain(obj: Any) -> Any:
-    """numpy arrays / JSON strings from parquet -> Python lists and dicts."""
-    if hasattr(obj, "tolist"):
-        obj = obj.tolist()
-    if isinstance(obj, str):
-        try:
-            return limits.loads(obj)
-        except json.JSONDecodeError:
-            return obj
-    if isinstance(obj, list):
-        return [_plain(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    return obj
 
 
-def read_messages(cell: Any) -> list[dict]:
-    """A parquet ``messages`` / ``prompt`` cell (an array, a list or its JSON text) as message dicts, contents kept
-    verbatim; keys whose value is None (parquet's fill for a missing struct field) are dropped.
-
-    Not :func:`_plain`, which decodes every JSON string: a tool response or a user turn that is JSON text would
-    become a dict, which the chat template renders as Python's repr (a format the agent loop never sends) and
-    which ``_checked`` rejects as a malformed record."""
-    if isinstance(cell, str):
-        cell = limits.loads(cell)
-    if hasattr(cell, "tolist"):
-        cell = cell.tolist()
-    return [{k: v for k, v in dict(m).items() if v is not None} for m in cell]
 
 
-def tool_call_text(step: list[dict]) -> str:
-    """One hermes ``<tool_call>`` block per call of a (parallel) step."""
-    return "\n".join(
-        "<tool_call>\n" + json.dumps({"name": c["name"], "arguments": c.get("arguments", {})}, ensure_ascii=False)
-        + "\n</tool_call>" for c in step
-    )  # fmt: skip
 
 
 def from_rl_row(row: dict, no_call_reply: str | None = None) -> tuple[list[dict] | None, str]:
     """(messages, "") for one RL-parquet row, or (None, reason)."""
     prompt = [{"role": m["role"], "content": m["content"]} for m in read_messages(row["prompt"])]
-    gt = _plain(row["reward_model"])["ground_truth"]
-    gt = _plain(gt)
-    gold = _plain(gt.get("gold_tool_calls") or [])
+    gt = plain(row["reward_model"])["ground_truth"]
+    gt = plain(gt)
+    gold = plain(gt.get("gold_tool_calls") or [])
     if gold and gold[0]:
         if limits.non_finite_path(gold[0]) is not None:
             return None, "non_finite_number"
-        reply = tool_call_text(gold[0])
+        reply = hermes.render_calls(gold[0])
     elif no_call_reply:
         reply = no_call_reply
     else:
@@ -114,9 +81,9 @@ def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
         if role is None or not isinstance(content, str):
             return None, "unknown_role"
         messages.append({"role": role, "content": content})
-    tools = _plain(record.get("tools")) or []
+    tools = plain(record.get("tools")) or []
     if tools and not any(m["role"] == "system" and "<tools>" in m["content"] for m in messages):
-        system = hermes_system_prompt(normalize_tools(tools))
+        system = hermes.system_prompt(normalize_tools(tools))
         if messages and messages[0]["role"] == "system":
             system = f"{system}\n\n{messages.pop(0)['content']}"
         messages.insert(0, {"role": "system", "content": system})
@@ -168,19 +135,6 @@ def convert(records: Iterable[dict], fmt: str, no_call_reply: str | None = None)
     return out, skipped
 
 
-def write(dialogues: list[list[dict]], output_dir: str, val_ratio: float, seed: int) -> dict[str, str]:
-    import pandas as pd
-
-    os.makedirs(output_dir, exist_ok=True)
-    order = list(range(len(dialogues)))
-    random.Random(seed).shuffle(order)
-    n_val = int(round(len(order) * val_ratio))
-    splits = {"train": order[n_val:], "val": order[:n_val]} if n_val else {"train": order}
-    paths = {}
-    for split, idx in splits.items():
-        paths[split] = os.path.join(output_dir, f"sft_{split}.parquet")
-        pd.DataFrame({"messages": [dialogues[i] for i in sorted(idx)]}).to_parquet(paths[split])
-    return paths
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -204,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         d, s = convert(records, fmt, args.no_call_reply)
         dialogues += d
         skipped += s
-    paths = write(dialogues, args.output_dir, args.val_ratio, args.seed)
+    paths = write_sft(dialogues, args.output_dir, args.val_ratio, args.seed)
     report = {"inputs": args.input, "written": len(dialogues), "skipped": dict(skipped), "outputs": paths}
     with open(os.path.join(args.output_dir, "sft_report.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)

@@ -67,7 +67,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow.parquet as pq
 
-from data_prep import hf_local, limits
+from data_prep import hf_local
 from data_prep.calls import CallParseError, normalize_call
 from data_prep.cli import build_parser, options_from_args
 from data_prep.dialogue import Turn, add_turn_arguments, split_dialogue
@@ -75,6 +75,7 @@ from data_prep.report import Report
 from data_prep.rows import Candidate, Rejection
 from data_prep.schema import normalize_tools
 from data_prep.stream import progress_enabled, run_streaming
+from slca_verl.toolcall import limits
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def _text(content: Any) -> str:
 def _literal(text: str) -> Any:
     """A ``tool_call`` message's content: JSON, or the python literal upstream's ms-swift converter writes
     (``str(function_call)``: ``{'name': 'x', 'arguments': '{"city": "Paris"}', 'call_id': ...}``), read with the
-    bounded ``ast.literal_eval`` of :mod:`data_prep.limits` (never ``eval``)."""
+    bounded ``ast.literal_eval`` of :mod:`slca_verl.toolcall.limits` (never ``eval``)."""
     try:
         return limits.loads(text, "tool_call content")
     except json.JSONDecodeError:

@@ -247,7 +247,7 @@ def test_warm_up_text_shows_tool_responses_as_the_json_the_agent_loop_sends(tmp_
     from transformers import AutoTokenizer
 
     from data_prep import cpu_task
-    from data_prep.sft import write
+    from slca_verl.toolcall.rows import write_sft as write
 
     cpu_task.main(["--output_dir", str(tmp_path / "rl"), "--seed", "0", "--no_progress"])
     dialogues = tiny_model.gold_dialogues([str(tmp_path / "rl" / "cpu_task_train.parquet")], share=0.1)

@@ -98,15 +98,16 @@ def init_model(out_dir: str, seed: int = 0, tokenizer=None) -> str:
 
 
 def _plain(obj: Any) -> Any:
-    from data_prep.sft import _plain as plain
+    from slca_verl.toolcall.rows import plain
 
     return plain(obj)
 
 
 def _messages(cell: Any) -> list[dict]:
-    """A parquet ``messages`` / ``prompt`` cell with its contents verbatim (:func:`data_prep.sft.read_messages`):
-    a JSON tool response stays the text the agent loop sends, not a dict the chat template renders as repr."""
-    from data_prep.sft import read_messages
+    """A parquet ``messages`` / ``prompt`` cell with its contents verbatim
+    (:func:`slca_verl.toolcall.rows.read_messages`): a JSON tool response stays the text the agent loop sends, not a
+    dict the chat template renders as repr."""
+    from slca_verl.toolcall.rows import read_messages
 
     return read_messages(cell)
 
@@ -192,7 +193,7 @@ def undecided_steps(step: list[dict], schemas: Sequence[dict]) -> list[list[dict
 async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_repeats: int = 1) -> list[list[dict]]:
     """The row's gold episode, or with ``undecided`` one episode per version of its first step
     (:func:`undecided_steps`), each version other than the gold one ``alt_repeats`` times."""
-    from data_prep.sft import tool_call_text
+    from slca_verl.toolcall import hermes
 
     prompt = [{"role": m["role"], "content": m["content"]} for m in _messages(row["prompt"])]
     gt = _plain(_plain(row["reward_model"])["ground_truth"])
@@ -210,7 +211,7 @@ async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_rep
         for call in step:
             res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
             responses.append(res.text)
-        episodes.append(prompt + [{"role": "assistant", "content": tool_call_text(step)}]
+        episodes.append(prompt + [{"role": "assistant", "content": hermes.render_calls(step)}]
                         + [{"role": "tool", "content": r} for r in responses]
                         + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
     return episodes
@@ -368,11 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_up(args.model, args.sft, args.out, steps=args.steps, lr=args.lr, seed=args.seed,
                 batch_size=args.batch_size)
         return 0
-    from data_prep.sft import write
+    from slca_verl.toolcall.rows import write_sft
 
     dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed, undecided=args.undecided,
                                alt_repeats=args.alt_repeats)
-    paths = write(dialogues, args.out, val_ratio=0.0, seed=args.seed)
+    paths = write_sft(dialogues, args.out, val_ratio=0.0, seed=args.seed)
     logger.info("%d gold episodes -> %s", len(dialogues), paths["train"])
     return 0
 

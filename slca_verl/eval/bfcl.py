@@ -9,8 +9,9 @@ Needs ``pip install --no-deps -r requirements-bfcl.txt`` (bfcl-eval and its chec
 SDK imports are stubbed while the checker is imported). ``BFCL_PROJECT_ROOT`` is set to ``--bfcl_root`` (a temporary
 folder by default) because bfcl-eval creates folders under it on import.
 
-Each question is sent as the training prompts are built (``data_prep.rows.hermes_system_prompt``: the tools listed in
-hermes ``<tools>`` in the system message), at temperature 0; ``<tool_call>`` blocks of the reply become BFCL's model
+Each question is sent as the training prompts are built (:func:`slca_verl.toolcall.hermes.system_prompt`: the tools,
+normalised to JSON Schema by :func:`slca_verl.sgls.schema.normalise_tool`, listed in hermes ``<tools>`` in the system
+message), at temperature 0; ``<tool_call>`` blocks of the reply become BFCL's model
 output ``[{name: arguments}, ...]``. Irrelevance categories pass when the reply makes no call. Accuracy is reported
 per category and over all questions (micro average).
 """
@@ -149,10 +150,12 @@ def load_cases(categories: Sequence[str] = DEFAULT_CATEGORIES, root: Path | None
 
 def prompt(case: dict) -> list[dict]:
     """The chat messages sent for a question: a hermes system prompt listing its tools, then BFCL's turn."""
-    from data_prep.rows import hermes_system_prompt
-    from data_prep.schema import normalize_tools
+    from slca_verl.sgls.schema import normalise_tool
+    from slca_verl.toolcall import hermes
 
-    system = hermes_system_prompt(normalize_tools(case["functions"]))
+    tools = [normalise_tool(f) for f in case["functions"]]
+    system = hermes.system_prompt({"name": t.name, "description": t.description, "parameters": t.parameters}
+                                  for t in tools)  # fmt: skip
     turn = [{"role": m["role"], "content": m["content"]} for m in case["messages"]]
     if turn and turn[0]["role"] == "system":  # BFCL's own system text goes after the tool listing
         system = system + "\n\n" + turn.pop(0)["content"]
@@ -227,10 +230,11 @@ def gold_calls(possible: list[dict], functions: Sequence[dict]) -> list[dict]:
 
 
 def gold_text(case: dict) -> str:
-    """The gold answer as a hermes reply (one ``<tool_call>`` block). Four live answers cannot pass whatever the
-    reply (see :data:`UNSATISFIABLE`)."""
-    calls = gold_calls(case["possible"], case["functions"])
-    return "" if not calls else "<tool_call>\n" + json.dumps(calls[0] if len(calls) == 1 else calls) + "\n</tool_call>"
+    """The gold answer as a hermes reply (one ``<tool_call>`` block per call, the form bfcl-eval's Qwen handler reads
+    too). Four live answers cannot pass whatever the reply (see :data:`UNSATISFIABLE`)."""
+    from slca_verl.toolcall import hermes
+
+    return hermes.render_calls(gold_calls(case["possible"], case["functions"]))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""The bottom layer (slca_verl.toolcall): the hermes format written once, read back by verl's own hermes parser and
+by this project's; and the layering rule it exists for: no library module imports the data-preparation scripts,
+the benchmarks, the recipes or the examples, and the layer itself imports nothing above it."""
+
+import ast
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from slca_verl.toolcall import hermes
+
+REPO = Path(__file__).resolve().parents[1]
+CALLS = [{"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
+         {"name": "noop"},  # arguments default to {}
+         {"name": "convert", "arguments": {"amount": 1.5, "pair": ["EUR", "USD"], "opts": {"round": True}}}]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_render_calls_writes_one_json_object_per_block_in_order():
+    text = hermes.render_calls(CALLS)
+    blocks = text.split("\n</tool_call>")
+    assert text.count("<tool_call>\n") == 3 and text.endswith("\n</tool_call>")
+    read = [json.loads(b.split("<tool_call>\n", 1)[1]) for b in blocks if b.strip()]
+    assert read == [{"name": c["name"], "arguments": c.get("arguments", {})} for c in CALLS]
+    assert "Zürich" in text  # written as is, not \\u-escaped
+
+
+def test_verls_hermes_parser_and_ours_read_back_what_render_calls_wrote(tok):
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+
+    from slca_verl.agent_loop.parser import parse_hermes_calls
+
+    text = hermes.render_calls(CALLS)
+    ids = tok.encode(text, add_special_tokens=False)
+    _, verl_calls = asyncio.run(ToolParser.get_tool_parser("hermes", tok).extract_tool_calls(ids))
+    written = [(c["name"], c.get("arguments", {})) for c in CALLS]
+    assert [(c.name, json.loads(c.arguments)) for c in verl_calls] == written
+    _, ours = parse_hermes_calls(text)
+    assert [(c.name, json.loads(c.arguments)) for c in ours] == written
+    assert not any(c.error for c in ours)
+
+
+def test_system_prompt_lists_every_tool_as_one_json_line():
+    tools = [{"name": "a", "parameters": {"type": "object", "properties": {}}}, {"name": "b", "description": "é"}]
+    prompt = hermes.system_prompt(tools)
+    listing = prompt.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0].splitlines()
+    assert [json.loads(line) for line in listing] == tools
+
+
+@pytest.mark.parametrize("banned", ["data_prep", "benchmarks", "recipes", "examples"])
+def test_no_library_module_imports_the_scripts_around_it(banned):
+    offenders = sorted(str(p.relative_to(REPO)) for p in (REPO / "slca_verl").rglob("*.py")
+                       if any(m == banned or m.startswith(banned + ".") for m in _imports(p)))  # fmt: skip
+    assert offenders == []
+
+
+def test_the_toolcall_layer_imports_nothing_above_it():
+    for path in (REPO / "slca_verl" / "toolcall").glob("*.py"):
+        above = {m for m in _imports(path) if m.split(".")[0] in ("verl", "slca_verl", "data_prep")}
+        assert above <= {"slca_verl.toolcall"}, (path.name, above)
