@@ -36,6 +36,7 @@ import random
 from dataclasses import dataclass
 
 from slca_verl.rewards.judge import Verdict
+from slca_verl.toolcall import hermes
 
 INTENTS = ("weather", "time", "hotels", "news")
 TOOL_NAMES = ("get_weather", "get_local_time", "find_hotels", "get_headlines")
@@ -164,9 +165,7 @@ def decode(response_ids: list[int]) -> Decoded:
         return Decoded("", "", "", words, abstained=True)
     name = VOCAB[response_ids[0]].split(":", 1)[1]
     city = VOCAB[response_ids[1]].split(":", 1)[1]
-    call = {"name": name, "arguments": {"city": city}}
-    call_text = "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
-    return Decoded(name, city, call_text, words)
+    return Decoded(name, city, hermes.render_call(name, {"city": city}), words)
 
 
 def reply_quality(reply: str, reference: tuple[str, ...]) -> float:
