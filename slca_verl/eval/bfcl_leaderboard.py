@@ -113,7 +113,7 @@ def v3_style(overall: dict[str, float | None], scores: dict[str, dict]) -> dict:
     return {"value": value, "missing_categories": missing}
 
 
-def summarize(score_root: str, categories: Sequence[str], limit: int | None = None) -> dict:
+def summarize(score_root: str, categories: Sequence[str], limit: int | None = None, version: str | None = None) -> dict:
     """The report: per category, bfcl-eval's groups and overall, the v3-style aggregate, what was left out."""
     scores = read_category_scores(score_root)
     overall = read_overall(score_root)
@@ -123,19 +123,10 @@ def summarize(score_root: str, categories: Sequence[str], limit: int | None = No
     left_out = {c: NEEDS_INTERNET.get(c, "not requested") for c in OFFLINE_CATEGORIES + tuple(NEEDS_INTERNET)
                 if c not in scores}  # fmt: skip
     return {
-        "model": MODEL, "bfcl_eval_version": _bfcl_version(), "limit_per_category": limit,
+        "model": MODEL, "bfcl_eval_version": version, "limit_per_category": limit,
         "categories": scores, "groups": overall, "overall_v4": overall["Overall Acc"],
         "v3_style": v3_style(overall, scores), "left_out": left_out,
     }  # fmt: skip
-
-
-def _bfcl_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("bfcl-eval")
-    except Exception:  # the version is a label in the report; its absence is not an error
-        return None
 
 
 def table(result: dict) -> str:
@@ -201,24 +192,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_bfcl(args, ["generate", *common, "--skip-server-setup", "--local-model-path",
                         os.path.abspath(args.local_model_path), "--allow-overwrite"])  # fmt: skip
     run_bfcl(args, ["evaluate", *common, *(["--partial-eval"] if args.limit or args.skip_generate else [])])
-    expanded = _expand(args, categories)
-    result = summarize(os.path.join(args.bfcl_root, "score"), expanded, args.limit)
+    expanded, version = _expand(args, categories)
+    result = summarize(os.path.join(args.bfcl_root, "score"), expanded, args.limit, version)
     json_path, md_path = write_report(args.out_dir, "bfcl_leaderboard", result, table(result))
     logger.info("bfcl: overall (v4) %s, v3-style %s -> %s, %s", result["overall_v4"], result["v3_style"]["value"],
                 json_path, md_path)  # fmt: skip
     return 0
 
 
-def _expand(args: argparse.Namespace, categories: list[str]) -> list[str]:
-    """bfcl-eval's expansion of group names (``multi_turn`` -> its four categories), asked of the bfcl venv."""
-    code = ("import json,sys\nfrom bfcl_eval.utils import parse_test_category_argument\n"
-            "print(json.dumps(parse_test_category_argument(sys.argv[1].split(','))))")  # fmt: skip
+def _expand(args: argparse.Namespace, categories: list[str]) -> tuple[list[str], str]:
+    """bfcl-eval's expansion of group names (``multi_turn`` -> its four categories) and its version, asked of the
+    bfcl venv (the one that scored)."""
+    code = ("import json,sys\nfrom importlib.metadata import version\n"
+            "from bfcl_eval.utils import parse_test_category_argument\n"
+            "names = parse_test_category_argument(sys.argv[1].split(','))\n"
+            "print(json.dumps([names, version('bfcl-eval')]))")  # fmt: skip
     env = {**os.environ, "BFCL_PROJECT_ROOT": args.bfcl_root}
     proc = subprocess.run([args.bfcl_python, "-c", code, ",".join(categories)], env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     if proc.returncode != 0:
         raise ValueError(f"bfcl: categories {categories} not understood by bfcl-eval: {proc.stderr[-1500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    expanded, version = json.loads(proc.stdout.strip().splitlines()[-1])
+    return expanded, version
 
 
 if __name__ == "__main__":

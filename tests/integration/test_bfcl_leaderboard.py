@@ -86,6 +86,7 @@ def test_bfcl_evaluate_gives_the_gold_multi_turn_answers_full_marks(bfcl_python,
     # two not run, counted 0) = 50 %; overall = 30 % weight x 50 % = 15 %
     assert result["groups"]["Multi Turn Acc"] == pytest.approx(0.5)
     assert result["overall_v4"] == pytest.approx(0.15)
+    assert result["bfcl_eval_version"] == "2026.3.23"  # the venv's, as scripts/bfcl_setup.sh pins it
     assert result["v3_style"]["value"] is None  # non-live and live were not run: no aggregate, and it says why
     assert "simple_python" in result["v3_style"]["missing_categories"]
     assert "memory_vector" in result["left_out"] and "multi_turn_base" not in result["left_out"]
