@@ -55,6 +55,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from slca_verl.rewards.baselines import RLTRWeights, baseline_rewards
+from slca_verl.rewards.components import RESULT_KEYS, empty_row, typed_row  # noqa: F401  (RESULT_KEYS re-exported)
 from slca_verl.rewards.execution import (
     ExecutionWeights,
     execution_components,
@@ -73,17 +74,7 @@ from slca_verl.rewards.parsing import (
 
 logger = logging.getLogger(__name__)
 
-# Every row carries exactly these keys (verl needs the same reward_extra_info keys on every row).
-RESULT_KEYS = (
-    "score", "r_tool", "r_sum",
-    "fmt", "name_f1", "key", "value", "parallel",
-    "no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses", "forged_tool_output",
-    "format_valid",
-    "judge_rating", "judge_failed", "judge_used", "judge_noise", "r_sum_clean", "success",
-    "toolpo_success", "toolpo_action",
-    "rltr_completion", "rltr_repeat", "rltr_error", "rltr_total",
-    "gold_invalid", "gold_format", "reason",
-)  # fmt: skip
+# every row carries exactly the component table's keys (verl needs the same reward_extra_info keys on every row)
 
 
 @dataclass(frozen=True)
@@ -145,14 +136,8 @@ def _checked_setting(key: str, value: Any, default: Any) -> Any:
 
 
 def empty_result(reason: str) -> dict:
-    """All-zero row with a reason (for input that cannot be scored at all)."""
-    row = {k: 0.0 for k in RESULT_KEYS}
-    row.update({k: 0 for k in ("no_call", "redundant_calls", "num_calls", "num_gold_calls", "num_tool_responses",
-                               "forged_tool_output", "format_valid", "judge_rating", "judge_failed", "judge_used",
-                               "success", "gold_invalid")})
-    row["gold_format"] = ""
-    row["reason"] = reason
-    return row
+    """All-zero row with a reason (for input that cannot be scored at all): the component table's empty values."""
+    return empty_row(reason)
 
 
 def final_reply(assistant_texts: list[str]) -> str:
@@ -275,11 +260,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         "gold_format": gt.gold_format,
         "reason": "; ".join(dict.fromkeys(r for r in reasons if r))[:500],
     }
-    for k, v in row.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            row[k] = 0.0
-    assert tuple(row) == RESULT_KEYS, "HierR result keys drifted from RESULT_KEYS"
-    return row
+    return typed_row(row)
 
 
 async def score_decoded(solution_str: str, ground_truth: Any, *, judge: Judge | None = None,
