@@ -67,6 +67,9 @@ def test_no_library_module_imports_the_scripts_around_it(banned):
 
 
 def test_the_toolcall_layer_imports_nothing_above_it():
+    """Only its own modules, and verl's ToolParser registry and tool schema model (formats.py reads every format
+    but hermes through verl's own parser)."""
     for path in (REPO / "slca_verl" / "toolcall").glob("*.py"):
         above = {m for m in _imports(path) if m.split(".")[0] in ("verl", "slca_verl", "data_prep")}
-        assert above <= {"slca_verl.toolcall"}, (path.name, above)
+        assert above <= {"slca_verl.toolcall", "slca_verl.toolcall.hermes", "verl.experimental.agent_loop.tool_parser",
+                         "verl.tools.schemas"}, (path.name, above)  # fmt: skip

@@ -1,4 +1,5 @@
-"""Text and ground-truth parsing for HierR: hermes ``<tool_call>`` blocks, ``<think>`` stripping, turn splitting.
+"""Text and ground-truth parsing for HierR: turn splitting of decoded text and the ground truth; the hermes reader
+(``<tool_call>`` blocks, ``<think>`` stripping) is :mod:`slca_verl.toolcall.hermes`, re-exported here.
 
 Nothing here scores; every function is total (bad input gives an empty / invalid result and a reason, never an
 exception), because a reward function that raises kills a whole training step.
@@ -20,13 +21,21 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from slca_verl.toolcall.hermes import (  # noqa: F401  (the hermes reader, re-exported for HierR's callers)
+    CLOSE_TAG,
+    OPEN_TAG,
+    ParsedCalls,
+    ToolCall,
+    _arguments,
+    find_blocks,
+    parse_tool_calls,
+    parse_turn_calls,
+    read_call,
+    strip_think,
+)
+
 logger = logging.getLogger(__name__)
 
-OPEN_TAG = "<tool_call>"
-CLOSE_TAG = "</tool_call>"
-# <think>…</think> and <thinking>…</thinking>, closed pairs only.
-_THINK_OPEN_RE = re.compile(r"<think(?:ing)?>")
-_THINK_CLOSE_RE = re.compile(r"</think(?:ing)?>")
 # The role headers around a run of tool responses, as the Qwen template renders them, with or without the special
 # tokens (verl decodes with skip_special_tokens=True, which drops <|im_start|>/<|im_end|> but keeps the role words).
 _HEADER_BEFORE_RE = re.compile(r"(?:<\|im_end\|>)?\s*(?:<\|im_start\|>)?(?:user|tool)?\s*$")
@@ -35,82 +44,16 @@ _HEADER_WINDOW = 64  # headers are short; matching only this window keeps splitt
 _SPECIAL_TOKENS_RE = re.compile(r"<\|(?:im_start|im_end|endoftext)\|>")
 
 
-@dataclass
-class ToolCall:
-    """One parsed call. ``arguments`` is always a dict."""
-
-    name: str
-    arguments: dict
 
 
-@dataclass
-class ParsedCalls:
-    """Every ``<tool_call>`` block of the assistant text, parsed.
-
-    Attributes:
-        blocks: the valid blocks in order, each a list of calls (a list block holds parallel calls).
-        open_tags / close_tags: counts of the literal tags (after ``<think>`` stripping).
-        valid_blocks: number of valid blocks (``len(blocks)``).
-        errors: one short reason per invalid block, in order.
-    """
-
-    blocks: list[list[ToolCall]] = field(default_factory=list)
-    open_tags: int = 0
-    close_tags: int = 0
-    errors: list[str] = field(default_factory=list)
-    # Σ over turns of max(#open, #close) when merged from several turns (a tag pair split across two turns is two
-    # broken blocks, as the agent loop sees it); None: max(open_tags, close_tags) of the one text
-    denominator: int | None = None
-
-    @property
-    def calls(self) -> list[ToolCall]:
-        return [c for b in self.blocks for c in b]
-
-    @property
-    def valid_blocks(self) -> int:
-        return len(self.blocks)
-
-    @property
-    def tag_denominator(self) -> int:
-        return max(self.open_tags, self.close_tags) if self.denominator is None else self.denominator
-
-    @property
-    def fully_valid(self) -> bool:
-        """Balanced tags and every block valid (vacuously true without tags)."""
-        return self.open_tags == self.close_tags and self.valid_blocks == self.tag_denominator
 
 
-def strip_think(text: str) -> str:
-    """Remove closed ``<think>…</think>`` pairs; a dangling ``</think>`` (Qwen3 puts ``<think>`` in the prompt)
-    drops everything before it. Linear time (a regex with a lazy ``.*?`` is quadratic on unclosed tags)."""
-    kept, pos = [], 0
-    while True:
-        m_open = _THINK_OPEN_RE.search(text, pos)
-        m_close = _THINK_CLOSE_RE.search(text, m_open.end()) if m_open else None
-        if not m_close:
-            break
-        kept.append(text[pos : m_open.start()])
-        pos = m_close.end()
-    text = "".join(kept) + text[pos:]
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    return text
 
 
-def find_blocks(text: str, open_tag: str, close_tag: str) -> list[tuple[int, int, str]]:
-    """``(start, end, body)`` of each ``open_tag…close_tag`` pair, left to right, the body ending at the first close
-    tag (like a lazy regex), in linear time: once no close tag is left, no later open tag can match either."""
-    out, pos = [], 0
-    while True:
-        i = text.find(open_tag, pos)
-        if i < 0:
-            break
-        j = text.find(close_tag, i + len(open_tag))
-        if j < 0:
-            break
-        out.append((i, j + len(close_tag), text[i + len(open_tag) : j]))
-        pos = j + len(close_tag)
-    return out
+
+
+
+
 
 
 def to_python(obj: Any) -> Any:
@@ -125,108 +68,22 @@ def to_python(obj: Any) -> Any:
     return obj
 
 
-def parse_tool_calls(
-    text: str, allowed_tools: set[str] | None, *, accept_string_arguments: bool = False
-) -> ParsedCalls:
-    """Parse the ``<tool_call>`` blocks of assistant text (``<think>`` must already be stripped).
-
-    A block is valid iff its JSON is an object, or a non-empty list of objects, each with a string ``name`` in
-    ``allowed_tools`` (any name when ``allowed_tools`` is None) and a dict ``arguments`` (or ``parameters``;
-    absent or null means ``{}``). With ``accept_string_arguments`` a JSON-encoded string of an object is decoded.
-    """
-    out = ParsedCalls(open_tags=text.count(OPEN_TAG), close_tags=text.count(CLOSE_TAG))
-    for _, _, body in find_blocks(text, OPEN_TAG, CLOSE_TAG):
-        calls, err = _parse_block(body, allowed_tools, accept_string_arguments)
-        if err:
-            out.errors.append(err)
-        else:
-            out.blocks.append(calls)
-    unmatched = out.tag_denominator - len(out.blocks) - len(out.errors)
-    if unmatched > 0:
-        out.errors.append(f"{unmatched} unbalanced tool_call tag(s)")
-    return out
 
 
-def parse_turn_calls(
-    assistant_texts: list[str], allowed_tools: set[str] | None, *, accept_string_arguments: bool = False
-) -> ParsedCalls:
-    """The calls of a rollout, parsed turn by turn as the agent loop parses them (each turn ``<think>``-stripped on
-    its own, blocks never spanning two turns), merged in order. What the loop executed is what HierR scores: a
-    ``<tool_call>`` opened in one turn and closed in the next is two broken blocks, never one call."""
-    merged = ParsedCalls(denominator=0)
-    for text in assistant_texts:
-        turn = parse_tool_calls(strip_think(text), allowed_tools, accept_string_arguments=accept_string_arguments)
-        merged.blocks += turn.blocks
-        merged.errors += turn.errors
-        merged.open_tags += turn.open_tags
-        merged.close_tags += turn.close_tags
-        merged.denominator += turn.tag_denominator
-    return merged
 
 
-def _parse_block(body: str, allowed: set[str] | None, accept_string_arguments: bool) -> tuple[list[ToolCall], str]:
-    body = body.strip()
-    if not body:
-        return [], "empty tool_call block"
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError) as e:
-        return [], f"tool_call is not JSON ({type(e).__name__})"
-    objs = [parsed] if isinstance(parsed, dict) else parsed if isinstance(parsed, list) else None
-    if not objs:
-        return [], f"tool_call JSON is {type(parsed).__name__}, not an object or a list of objects"
-    calls = []
-    for obj in objs:
-        call, err = read_call(obj, accept_string_arguments=accept_string_arguments)
-        if err:
-            return [], err
-        if allowed is not None and call.name not in allowed:
-            return [], f"unknown tool {call.name[:64]!r}"
-        calls.append(call)
-    return calls, ""
 
 
-def read_call(obj: Any, *, accept_string_arguments: bool) -> tuple[ToolCall | None, str]:
-    """One call object of a ``<tool_call>`` block as (call, "") or (None, reason). The one rule for what a policy
-    called, shared by the agent loop (what runs) and HierR (what is scored), so the two never disagree:
-
-    - ``name``: a non-empty string;
-    - arguments: the first non-empty of ``arguments`` and ``parameters`` (None, "", {} count as empty), else ``{}``
-      — the authors' ``obj.get("arguments") or obj.get("parameters") or {}``; so ``"arguments": null`` beside
-      ``"parameters": {...}`` takes the parameters and ``"arguments": ""`` means no arguments;
-    - a string holding a JSON object is decoded only with ``accept_string_arguments`` (the loop runs such calls;
-      HierR, like the authors' reward, counts them invalid unless ``reward_kwargs.accept_string_arguments``);
-    - anything else that is not an object is a reason.
-    """
-    if not isinstance(obj, dict):
-        return None, f"a <tool_call> list holds a JSON {type(obj).__name__}, not an object"
-    name = obj.get("name")
-    if not isinstance(name, str) or not name:
-        return None, 'a tool call needs a string "name"'
-    args, problem = _arguments(obj, decode_strings=accept_string_arguments)
-    if problem:
-        return None, f'"arguments" of {name[:64]!r} must be a JSON object, got {problem}'
-    return ToolCall(name=name, arguments=args), ""
 
 
-def _arguments(obj: dict, decode_strings: bool) -> tuple[dict | None, str]:
-    """(arguments, "") or (None, what they are instead): the first non-empty of ``arguments`` and ``parameters``
-    (None, "" and {} are empty) else ``{}``, a string holding a JSON object decoded when ``decode_strings``."""
-    args = next((v for v in (obj.get("arguments"), obj.get("parameters")) if not _empty_arguments(v)), {})
-    if isinstance(args, str):
-        if not decode_strings:
-            return None, "a JSON-encoded string"
-        try:
-            args = json.loads(args)
-        except (ValueError, RecursionError):
-            return None, "a string that is not JSON"
-    return (args, "") if isinstance(args, dict) else (None, f"a {type(args).__name__}")
 
 
-def _empty_arguments(value: Any) -> bool:
-    return value is None or (
-        isinstance(value, (str, dict)) and not (value.strip() if isinstance(value, str) else value)
-    )
+
+
+
+
+
+
 
 
 @dataclass

@@ -1,0 +1,72 @@
+"""Every tool-call format verl 0.9.1 registers, through slca_verl.toolcall.formats: what the format writes, verl's own
+ToolParser of that name reads back (the real Qwen3 tokenizer in between), and so does our format object, which also
+reports what verl's parser drops (a broken call, a non-object argument list, an unknown tool)."""
+
+import asyncio
+import json
+
+import pytest
+from verl.experimental.agent_loop.tool_parser import ToolParser
+
+from slca_verl.toolcall.formats import SPECS, get_format
+
+CALLS = [{"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
+         {"name": "set_alarm", "arguments": {"hour": 7, "loud": True}}]  # fmt: skip
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+             "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}},
+         {"type": "function", "function": {"name": "set_alarm", "parameters": {"type": "object", "properties": {
+             "hour": {"type": "integer"}, "loud": {"type": "boolean"}}, "required": ["hour"]}}}]  # fmt: skip
+VERL_FORMATS = sorted(n for n in ToolParser._registry if n != "slca_hermes")
+
+
+def _calls(parsed):
+    return [(c.name, c.arguments) for c in parsed.calls]
+
+
+def test_every_format_verl_registers_has_a_spec():
+    assert set(VERL_FORMATS) <= set(SPECS), sorted(set(VERL_FORMATS) - set(SPECS))
+    with pytest.raises(ValueError, match="multi_turn.format='nope'"):
+        get_format("nope")
+
+
+@pytest.mark.parametrize("name", VERL_FORMATS)
+def test_verls_own_parser_reads_back_what_the_format_writes(name, tok):
+    from slca_verl.toolcall.formats import _openai_tools
+
+    text = "Let me check.\n" + get_format(name).render_calls(CALLS)
+    ids = tok.encode(text, add_special_tokens=False)
+    _, calls = asyncio.run(ToolParser.get_tool_parser(name, tok).extract_tool_calls(ids, _openai_tools(TOOLS)))
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [(c["name"], c["arguments"]) for c in CALLS]
+
+
+@pytest.mark.parametrize("name", VERL_FORMATS)
+def test_our_format_object_reads_the_same_calls_and_flags_a_tool_turn(name):
+    fmt = get_format(name)
+    text = fmt.render_calls(CALLS)
+    parsed = asyncio.run(fmt.parse(text, tools=TOOLS, allowed={"get_weather", "set_alarm"}))
+    assert _calls(parsed) == [(c["name"], c["arguments"]) for c in CALLS] and parsed.errors == []
+    assert parsed.fully_valid
+    assert fmt.has_call_attempt(text) and not fmt.has_call_attempt("It is sunny in Zürich.")
+    # a call written while thinking is not a call
+    assert _calls(asyncio.run(fmt.parse("<think>" + text + "</think>Sunny.", tools=TOOLS))) == []
+
+
+@pytest.mark.parametrize("name", VERL_FORMATS)
+def test_what_verls_parser_drops_or_we_refuse_is_an_error_entry(name):
+    fmt = get_format(name)
+    good = fmt.render_calls(CALLS[:1])
+    unknown = asyncio.run(fmt.parse(good, tools=TOOLS, allowed={"set_alarm"}))
+    assert _calls(unknown) == [] and unknown.errors == ["unknown tool 'get_weather'"]
+    # the call's closing marker cut off (a turn ended by the length limit): never silently "no call"
+    cut = good[: good.rindex(fmt.spec.call_close)]
+    broken = asyncio.run(fmt.parse(cut, tools=TOOLS))
+    assert fmt.has_call_attempt(cut)
+    assert len(broken.errors) + len(broken.calls) >= 1 and not broken.fully_valid
+
+
+def test_hermes_goes_through_the_projects_own_reader_list_blocks_included():
+    fmt = get_format("hermes")
+    block = '<tool_call>\n[{"name": "a", "arguments": {}}, {"name": "b", "parameters": {"x": 1}}]\n</tool_call>'
+    parsed = asyncio.run(fmt.parse(block))
+    assert _calls(parsed) == [("a", {}), ("b", {"x": 1})] and parsed.valid_blocks == 1
+    assert get_format("slca_hermes").spec is fmt.spec
