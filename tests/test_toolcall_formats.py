@@ -70,3 +70,30 @@ def test_hermes_goes_through_the_projects_own_reader_list_blocks_included():
     parsed = asyncio.run(fmt.parse(block))
     assert _calls(parsed) == [("a", {}), ("b", {"x": 1})] and parsed.valid_blocks == 1
     assert get_format("slca_hermes").spec is fmt.spec
+
+
+@pytest.mark.parametrize("name", VERL_FORMATS)
+def test_hierr_scores_decoded_turns_of_any_format_as_it_scores_hermes(name):
+    """The decoded-text entry point (rows from another agent loop): reward_kwargs.tool_call_format names the format."""
+    from slca_verl.rewards import HierRConfig, score_trajectory
+
+    gt = {"allowed_tools": ["get_weather", "set_alarm"], "gold_tool_calls": [CALLS], "tool_schemas": TOOLS,
+          "question_content": "Weather in Zürich for 3 days, and an alarm at 7?"}  # fmt: skip
+    reply = "Zürich will be sunny for three days, and the loud alarm is set for 7."
+    scores = {}
+    hermes_list_block = "<tool_call>\n" + json.dumps(CALLS, ensure_ascii=False) + "\n</tool_call>"
+    for fmt_name in ("hermes", name):  # one parallel step: hermes writes it as one list block, the others per turn
+        first = hermes_list_block if fmt_name == "hermes" else get_format(fmt_name).render_calls(CALLS)
+        turns = [first, reply]
+        cfg = HierRConfig.from_kwargs({"tool_call_format": fmt_name})
+        scores[fmt_name] = asyncio.run(score_trajectory(turns, ['{"ok": true}', '{"ok": true}'], gt, config=cfg))
+    for key in ("r_tool", "fmt", "name_f1", "key", "value", "parallel", "num_calls", "format_valid"):
+        assert scores[name][key] == scores["hermes"][key], key
+    assert scores[name]["r_tool"] == pytest.approx(1.0)
+
+
+def test_an_unknown_tool_call_format_in_reward_kwargs_fails_at_start_up_naming_the_key():
+    from slca_verl.rewards import HierRConfig
+
+    with pytest.raises(ValueError, match="reward_kwargs.tool_call_format"):
+        HierRConfig.from_kwargs({"tool_call_format": "xml_of_my_own"})

@@ -47,7 +47,7 @@ from slca_verl.agent_loop.output import (
     resolve_layout,
     segment_ids_for_turns,
 )
-from slca_verl.agent_loop.parser import SLCAHermesToolParser, has_call_attempt
+from slca_verl.agent_loop.parser import FormatToolParser, SLCAHermesToolParser, parsed_record
 from slca_verl.agent_loop.tools import (
     get_sgls_tool,
     row_tool_schemas,
@@ -55,6 +55,7 @@ from slca_verl.agent_loop.tools import (
     truncate,
 )
 from slca_verl.segments import SUMMARY, TOOL
+from slca_verl.toolcall.formats import get_format
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ class _Trajectory:
     history: list[dict] = field(default_factory=list)  # earlier calls, as SGLS context
     seen: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: {k: 0 for k in METRIC_KEYS})
+    parsed: list[dict | None] = field(default_factory=list)  # per turn, non-hermes formats: what the loop parsed
 
 
 def to_container(obj: Any) -> Any:
@@ -183,8 +185,11 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         ):
             if value is not None:
                 setattr(self, name, value)
+        self.call_format = get_format(self.tool_parser_name)  # an unknown format fails here, naming the key
         if self.tool_parser_name == "hermes":
             self.tool_parser = SLCAHermesToolParser(self.tokenizer)
+        elif self.call_format.name != "hermes":  # verl's parser of that format, with this project's checks on top
+            self.tool_parser = FormatToolParser(self.tokenizer, self.call_format, self.tool_parser)
         resolve_layout(reward_layout)  # an unknown name fails here, not after the first rollout
         check_reward_config(self.config, reward_layout)
         self.reward_layout = reward_layout
@@ -208,6 +213,8 @@ class SLCAToolAgentLoop(ToolAgentLoop):
             scope=self.sgls_tool.scope_key(group_id=None if uid is None else str(uid)),
             names=set(tool_names(schemas)) if schemas else set(),
         )
+        if isinstance(self.tool_parser, FormatToolParser):
+            self.tool_parser.row_tools = schemas
         token = _STATE.set(traj)
         try:
             output = await super().run(sampling_params, **kwargs)
@@ -226,8 +233,14 @@ class SLCAToolAgentLoop(ToolAgentLoop):
     ) -> AgentState:
         traj = _STATE.get()
         start = len(agent_data.response_mask)
+        own = isinstance(self.tool_parser, FormatToolParser)
+        if own:
+            self.tool_parser.last_parsed = None  # a turn cut by the length limit is never parsed
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
         traj.turns.append((start, len(agent_data.response_mask)))
+        if own:
+            last = self.tool_parser.last_parsed
+            traj.parsed.append(parsed_record(last) if last is not None else None)
         if state == AgentState.PROCESSING_TOOLS and self.max_parallel_calls:
             traj.counts["dropped_calls"] += max(0, len(agent_data.tool_calls) - self.max_parallel_calls)
         return state
@@ -329,14 +342,18 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         """Classify turns from the trained tokens, write segment ids, reward pieces and metrics."""
         mask, response = output.response_mask, output.response_ids
         L = len(mask)
-        kinds, texts = [], []
-        for start, end in traj.turns:
+        kinds, texts, parsed = [], [], []
+        records = traj.parsed if traj.parsed else [None] * len(traj.turns)
+        for (start, end), record in zip(traj.turns, records):
             ids = [response[p] for p in range(start, min(end, L)) if mask[p]]
             if not ids:  # a turn entirely past the response length was never trained
                 continue
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            kinds.append((start, end, TOOL if has_call_attempt(text) else SUMMARY))
+            # a format whose markers are special tokens loses them in this text: the parse of the turn tells
+            attempt = bool(record and (record["open"] or record["close"])) or self.call_format.has_call_attempt(text)
+            kinds.append((start, end, TOOL if attempt else SUMMARY))
             texts.append(text)
+            parsed.append(record)
         segment_ids = segment_ids_for_turns(mask, kinds)
         counts = traj.counts
         counts["turns"] = len(texts)
@@ -346,7 +363,10 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         counts["has_tool_segment"] = int(counts["tool_tokens"] > 0)
         counts["decision_tokens"] = int(self.abstention_credit and label_decision_token(segment_ids))
         extra = dict(output.extra_fields)
-        extra["slca_trajectory"] = {"assistant_texts": texts, "tool_responses": list(traj.tool_responses)}
+        extra["slca_trajectory"] = {"assistant_texts": texts, "tool_responses": list(traj.tool_responses),
+                                    "format": self.call_format.name}  # fmt: skip
+        if traj.parsed:  # not hermes: HierR scores the calls the loop parsed and ran, not a re-read of the text
+            extra["slca_trajectory"]["parsed_turns"] = parsed
         extra["slca_agent_metrics"] = dict(counts)
         _accumulate(counts)
         fields = {k: getattr(output, k) for k in output.model_fields_set}

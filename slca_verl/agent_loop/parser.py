@@ -110,3 +110,45 @@ class SLCAHermesToolParser(HermesToolParser):
     async def extract_tool_calls(self, responses_ids: list[int], tools: Any = None) -> tuple[str, list[FunctionCall]]:
         text = await get_event_loop().run_in_executor(None, self.tokenizer.decode, responses_ids)
         return parse_hermes_calls(text)
+
+
+def parsed_record(parsed) -> dict:
+    """A turn's :class:`~slca_verl.toolcall.hermes.ParsedCalls` as JSON-able data, for the reward (HierR rebuilds
+    it with :func:`slca_verl.rewards.hierr.parsed_from_records`)."""
+    return {"open": parsed.open_tags, "close": parsed.close_tags, "errors": list(parsed.errors),
+            "calls": [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]}  # fmt: skip
+
+
+class FormatToolParser(ToolParser):
+    """Any of verl's formats but hermes, read through :mod:`slca_verl.toolcall.formats` (verl's own parser of that
+    name, then this project's checks): calls it cannot run come back as :class:`ParsedCall` entries with ``error``
+    set, so the loop answers each with its reason, as for hermes. The turn's parse is kept in :attr:`last_parsed`
+    (one loop instance runs one trajectory) for the reward, so HierR scores the calls the loop ran.
+
+    ``row_tools``: the row's tool schemas (set by the loop per trajectory), from which qwen3_coder reads parameter
+    types and kimi tool names; verl hands the parser the simulator's generic schema instead."""
+
+    def __init__(self, tokenizer, fmt, inner: ToolParser):
+        super().__init__(tokenizer)
+        self.format, self.inner = fmt, inner
+        self.row_tools: list | None = None
+        self.last_parsed = None
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        return self.inner.stop_token_ids
+
+    async def extract_tool_calls(self, responses_ids: list[int], tools: Any = None) -> tuple[str, list[FunctionCall]]:
+        text = await get_event_loop().run_in_executor(
+            None, lambda: self.tokenizer.decode(responses_ids, skip_special_tokens=False))  # fmt: skip
+        from slca_verl.toolcall.formats import _openai_tools
+
+        row_tools = _openai_tools(self.row_tools)  # the row's schemas (verl's list holds the simulator's generic one)
+        try:  # verl's parser for the content it keeps in the chat history; our parse below for the calls
+            content, _ = await self.inner.extract_tool_calls(responses_ids, row_tools)
+        except Exception:  # its failure must not end the trajectory: the calls below say what was wrong
+            content = text
+        parsed = await self.format.parse(text, tools=self.row_tools)
+        self.last_parsed = parsed
+        calls = [ParsedCall(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in parsed.calls]
+        return content, calls + [_error(e) for e in parsed.errors]

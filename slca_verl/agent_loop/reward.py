@@ -5,8 +5,9 @@
     +reward.custom_reward_function.reward_kwargs.judge=llm ...      # the same reward_kwargs as slca_verl.rewards
 
 The agent loop already knows its assistant turns and tool responses and passes them in
-``extra_fields["slca_trajectory"]``, which verl's reward managers merge into ``extra_info``. This function scores
-those pieces with :func:`slca_verl.rewards.score_trajectory` instead of re-splitting decoded text; rows from other
+``extra_fields["slca_trajectory"]``, which verl's reward managers merge into ``extra_info``, with its tool-call format
+and, for every format but hermes, the calls it parsed and ran in each turn. This function scores those pieces with
+:func:`slca_verl.rewards.score_trajectory` instead of re-splitting decoded text; rows from other
 agent loops fall back to :func:`slca_verl.rewards.compute_score`. The agent's per-trajectory metrics are added as
 ``agent_<key>`` (0 for rows without them), so verl aggregates them with the other reward keys (same keys on every
 row).
@@ -48,6 +49,8 @@ async def compute_score(
                 ground_truth,
                 judge=get_judge(kwargs),
                 config=HierRConfig.from_kwargs(kwargs),
+                call_format=pieces.get("format"),  # the loop's multi_turn.format, and below what it parsed and ran
+                parsed_turns=pieces.get("parsed_turns"),
             )
     else:
         result = await decoded_compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)

@@ -9,6 +9,7 @@ docs/method.md, as the authors' code computes it::
     key      = mean over gold calls with arguments of Jaccard(keys(pred), keys(gold)) of the matched pred call
     value    = mean over gold calls with arguments of #(shared keys with loosely-equal values) / #keys(gold)
     parallel = 1[#calls in the first valid predicted block == #calls in the first gold step]
+               (formats other than hermes write one call per block: there a turn's calls are the step)
 
 Gold that does not carry a component's information leaves it unmeasured (HierR's ``gold_format``): names-only
 gold has no arguments, so key and value are not scored; flat gold with more than one call has no step structure,
@@ -173,7 +174,7 @@ def execution_components(parsed: ParsedCalls, gold_steps: list[list[ToolCall]]) 
         "name_f1": name_f1([c.name for c in pred], [c.name for c in gold]),
         "key": key,
         "value": value,
-        "parallel": parallel_score(parsed.blocks, gold_steps),
+        "parallel": parallel_score(parsed.blocks if parsed.steps is None else parsed.steps, gold_steps),
     }
 
 

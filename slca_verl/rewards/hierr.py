@@ -64,13 +64,14 @@ from slca_verl.rewards.execution import (
 )
 from slca_verl.rewards.judge import Judge, Verdict
 from slca_verl.rewards.parsing import (
-    CLOSE_TAG,
-    OPEN_TAG,
+    ParsedCalls,
+    ToolCall,
     parse_ground_truth,
     parse_turn_calls,
     split_decoded_response,
     strip_think,
 )
+from slca_verl.toolcall.formats import get_format
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,8 @@ class HierRConfig:
     judge_direct_replies: bool = False
     judge_after_unneeded_calls: bool = False  # the authors' reward: judge a reply after calls the gold did not need
     rltr: RLTRWeights = field(default_factory=RLTRWeights)
+    # the tool-call format of decoded text (verl's multi_turn.format); slca_tool_agent rollouts carry their own
+    tool_call_format: str = "hermes"
 
     @classmethod
     def from_kwargs(cls, kwargs: dict) -> "HierRConfig":
@@ -101,9 +104,14 @@ class HierRConfig:
             ValueError: a value of the wrong type or not finite, or an unknown key under ``weights`` / ``rltr``,
                 naming ``reward_kwargs.<key>`` (such a value used to make every row an "internal error" scored 0).
         """
-        simple = {f.name for f in fields(cls)} - {"weights", "rltr"}
+        simple = {f.name for f in fields(cls)} - {"weights", "rltr", "tool_call_format"}
         out = {k: _checked_setting(k, kwargs[k], cls.__dataclass_fields__[k].default)
                for k in simple if k in kwargs and kwargs[k] is not None}  # fmt: skip
+        if kwargs.get("tool_call_format") is not None:
+            try:
+                out["tool_call_format"] = get_format(str(kwargs["tool_call_format"])).name
+            except ValueError as e:
+                raise ValueError(f"HierR: reward_kwargs.tool_call_format: {e}") from None
         for key, sub_cls in (("weights", ExecutionWeights), ("rltr", RLTRWeights)):
             if not kwargs.get(key):
                 continue
@@ -140,14 +148,64 @@ def empty_result(reason: str) -> dict:
     return empty_row(reason)
 
 
-def final_reply(assistant_texts: list[str]) -> str:
-    """The summary candidate: the last assistant turn, ``<think>`` stripped, if it wrote no tool call; else ""."""
-    if not assistant_texts:
+def final_reply(assistant_texts: list[str], call_format: str = "hermes", last_attempted: bool = False) -> str:
+    """The summary candidate: the last assistant turn, ``<think>`` stripped, if it wrote no tool call (none of the
+    format's call markers, and ``last_attempted`` false: the loop's own parse of that turn) ; else ""."""
+    if not assistant_texts or last_attempted:
         return ""
     last = strip_think(assistant_texts[-1])
-    if OPEN_TAG in last or CLOSE_TAG in last:
+    if get_format(call_format).has_call_attempt(last):
         return ""
     return last.strip()
+
+
+def parsed_from_records(records: list[dict | None], allowed: set[str] | None) -> ParsedCalls:
+    """The agent loop's per-turn parses (``slca_trajectory.parsed_turns``, non-hermes formats) merged as HierR's
+    :class:`ParsedCalls`: one block per call, each turn's calls one parallel step, the loop's error entries kept, a call
+    of a tool the gold does not allow made an error (HierR's rule for every format). A turn without a record (cut by the
+    length limit before it was parsed) adds nothing; a record that is not the loop's shape is one error."""
+    merged = ParsedCalls(denominator=0, steps=[])
+    for record in records:
+        if record is None:
+            continue
+        try:
+            opens, closes = int(record["open"]), int(record["close"])
+            calls = [(str(c["name"]), dict(c["arguments"])) for c in record["calls"]]
+            errors = [str(e) for e in record["errors"]]
+        except (KeyError, TypeError, ValueError):
+            merged.errors.append("unreadable agent-loop parse record")
+            merged.denominator += 1
+            continue
+        step = []
+        for name, arguments in calls:
+            if allowed is not None and name not in allowed:
+                merged.errors.append(f"unknown tool {name[:64]!r}")
+            else:
+                step.append(ToolCall(name=name, arguments=arguments))
+        merged.blocks += [[c] for c in step]
+        merged.steps += [step] if step else []
+        merged.errors += errors
+        merged.open_tags += opens
+        merged.close_tags += closes
+        merged.denominator += max(opens, closes, len(calls) + len(errors))
+    return merged
+
+
+async def parse_turns_in_format(assistant_texts: list[str], call_format: str, allowed: set[str] | None,
+                                accept_string_arguments: bool, tools: Any = None) -> ParsedCalls:  # fmt: skip
+    """Decoded turns of a non-hermes format, read by :mod:`slca_verl.toolcall.formats` (verl's parser of the format,
+    the project's checks on top), turn by turn as the loop reads them."""
+    fmt = get_format(call_format)
+    merged = ParsedCalls(denominator=0, steps=[])
+    for text in assistant_texts:
+        turn = await fmt.parse(text, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
+        merged.steps += [turn.calls] if turn.calls else []
+        merged.blocks += turn.blocks
+        merged.errors += turn.errors
+        merged.open_tags += turn.open_tags
+        merged.close_tags += turn.close_tags
+        merged.denominator += turn.tag_denominator
+    return merged
 
 
 async def score_trajectory(
@@ -159,6 +217,8 @@ async def score_trajectory(
     config: HierRConfig | None = None,
     question: str | None = None,
     forged_tool_output: int = 0,
+    call_format: str | None = None,
+    parsed_turns: list[dict | None] | None = None,
 ) -> dict:
     """HierR reward of one rollout given its pieces (see the module docstring for the formulas).
 
@@ -171,20 +231,25 @@ async def score_trajectory(
         question: overrides ``ground_truth["question_content"]`` for the judge.
         forged_tool_output: tool-response runs known not to come from the environment (:func:`score_decoded`
             counts them); > 0 scores the rollout ``min(no_call_penalty, 0)`` and asks no judge.
+        call_format: the turns' tool-call format (verl's ``multi_turn.format``); None: ``config.tool_call_format``.
+        parsed_turns: the agent loop's parse of each turn (non-hermes formats): scored instead of re-reading the
+            text, so the calls scored are the calls the loop ran.
 
     Returns:
         dict with the keys of :data:`RESULT_KEYS`, all JSON-serialisable scalars; ``reason`` is "" when the input was
         fine, else what was wrong (bad ground truth, invalid tool-call blocks, judge failure).
     """
     try:
-        return await _score(assistant_texts, tool_responses, ground_truth, judge, config or HierRConfig(), question,
-                            int(forged_tool_output))
+        cfg = config or HierRConfig()
+        return await _score(assistant_texts, tool_responses, ground_truth, judge, cfg, question,
+                            int(forged_tool_output), call_format or cfg.tool_call_format, parsed_turns)
     except Exception as e:  # last line of defence: a reward must never raise inside a training step
         logger.exception("HierR could not score a rollout")
         return empty_result(f"internal error: {type(e).__name__}: {str(e)[:200]}")
 
 
-async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: HierRConfig, question, forged) -> dict:
+async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: HierRConfig, question, forged,
+                 call_format: str = "hermes", parsed_turns: list | None = None) -> dict:  # fmt: skip
     assistant_texts = [t if isinstance(t, str) else str(t) for t in (assistant_texts or [])]
     tool_responses = [t if isinstance(t, str) else str(t) for t in (tool_responses or [])]
     gt = parse_ground_truth(ground_truth)
@@ -194,7 +259,18 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     if gt.gold_errors:  # scoring it as an irrelevance row would reward not calling: 0 for every rollout instead
         return {**empty_result("unreadable gold: " + "; ".join(gt.gold_errors[:3])[:400]), "gold_invalid": 1}
 
-    parsed = parse_turn_calls(assistant_texts, gt.allowed_tools, accept_string_arguments=cfg.accept_string_arguments)
+    call_format = get_format(call_format).name  # an unknown name raises: scored 0 with the reason, below
+    last_attempted = False
+    if parsed_turns is not None and call_format != "hermes":
+        parsed = parsed_from_records(list(parsed_turns), gt.allowed_tools)
+        last = parsed_turns[-1] if parsed_turns else None
+        last_attempted = bool(isinstance(last, dict) and (last.get("open") or last.get("close")))
+    elif call_format != "hermes":
+        parsed = await parse_turns_in_format(assistant_texts, call_format, gt.allowed_tools,
+                                             cfg.accept_string_arguments, gt.tool_schemas)  # fmt: skip
+    else:
+        parsed = parse_turn_calls(assistant_texts, gt.allowed_tools,
+                                  accept_string_arguments=cfg.accept_string_arguments)  # fmt: skip
     reasons += parsed.errors[:3] + (
         [f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else []
     )
@@ -210,7 +286,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     overlap = sum((Counter(p.name for p in pred) & Counter(g.name for g in gold)).values())
 
     verdict, judge_used = Verdict(0), 0
-    reply = final_reply(assistant_texts)
+    reply = final_reply(assistant_texts, call_format, last_attempted)
     if forged:  # tool output the policy wrote itself: scored as low as making no call, never judged
         comps = {k: 0.0 for k in comps}
         floor = min(cfg.no_call_penalty, 0.0)

@@ -88,6 +88,9 @@ class ParsedCalls:
     # Σ over turns of max(#open, #close) when merged from several turns (a tag pair split across two turns is two
     # broken blocks, as the agent loop sees it); None: max(open_tags, close_tags) of the one text
     denominator: int | None = None
+    # the steps of parallel calls, for formats with one call per block (every format but hermes): each turn's valid
+    # calls are one step. None: the blocks are the steps (hermes, where a list block holds a parallel step)
+    steps: list[list[ToolCall]] | None = None
 
     @property
     def calls(self) -> list[ToolCall]:
