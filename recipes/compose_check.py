@@ -113,6 +113,9 @@ def check_ppo(cfg) -> dict:
             raise ValueError(
                 f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'"
             )
+        from slca_verl.toolcall.formats import get_format
+
+        get_format(cfg.actor_rollout_ref.rollout.multi_turn.format)  # the loop and HierR read this format
         sgls_path = entry.get("sgls_config_path")
         if sgls_path and not sgls_path.startswith("pkg://") and not os.path.isfile(sgls_path):
             raise FileNotFoundError(f"agent loop sgls_config_path: no file {sgls_path}")

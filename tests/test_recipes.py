@@ -213,12 +213,21 @@ def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
         (["+algorithm.slca.lamda_tool=2"], "unknown keys under algorithm.slca"),
         (["algorithm.adv_estimator=no_such_estimator"], "no_such_estimator"),
         (["trainer.v1.trainer_mode=sync"], "gdpo_v1 gets its reward components from the slca_sync trainer"),
+        (["actor_rollout_ref.rollout.multi_turn.format=hermez"], "multi_turn.format='hermez' is not a tool-call"),
     ],
 )
 def test_the_composer_rejects_typos_unregistered_names_and_unsupported_combinations(composed, bad, message):
     base = composed["run_qwen7b_gdpo.sh" if "trainer_mode" in bad[0] else "run_qwen7b_slca.sh"][0]
     with pytest.raises(Exception, match=message):
         compose_check.check(compose_check.PPO, [*base, *bad])
+
+
+def test_the_slca_recipe_composes_with_another_tool_call_format_by_one_override(composed):
+    base = composed["run_qwen7b_slca.sh"][0]
+    override = "actor_rollout_ref.rollout.multi_turn.format=qwen3_coder"
+    cfg, summary = compose_check.check(compose_check.PPO, [*base, override])
+    assert cfg.actor_rollout_ref.rollout.multi_turn.format == "qwen3_coder"
+    assert summary["agent_loop"] == "slca_tool_agent"
 
 
 def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(composed):

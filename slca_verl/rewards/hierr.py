@@ -72,6 +72,7 @@ from slca_verl.rewards.parsing import (
     strip_think,
 )
 from slca_verl.toolcall.formats import get_format
+from slca_verl.toolcall.hermes import merge_turns
 
 logger = logging.getLogger(__name__)
 
@@ -196,16 +197,9 @@ async def parse_turns_in_format(assistant_texts: list[str], call_format: str, al
     """Decoded turns of a non-hermes format, read by :mod:`slca_verl.toolcall.formats` (verl's parser of the format,
     the project's checks on top), turn by turn as the loop reads them."""
     fmt = get_format(call_format)
-    merged = ParsedCalls(denominator=0, steps=[])
-    for text in assistant_texts:
-        turn = await fmt.parse(text, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
-        merged.steps += [turn.calls] if turn.calls else []
-        merged.blocks += turn.blocks
-        merged.errors += turn.errors
-        merged.open_tags += turn.open_tags
-        merged.close_tags += turn.close_tags
-        merged.denominator += turn.tag_denominator
-    return merged
+    turns = [await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
+             for t in assistant_texts]  # fmt: skip
+    return merge_turns(turns, steps=True)
 
 
 async def score_trajectory(

@@ -171,14 +171,24 @@ def parse_turn_calls(
     """The calls of a rollout, parsed turn by turn as the agent loop parses them (each turn ``<think>``-stripped on
     its own, blocks never spanning two turns), merged in order. What the loop executed is what HierR scores: a
     ``<tool_call>`` opened in one turn and closed in the next is two broken blocks, never one call."""
-    merged = ParsedCalls(denominator=0)
-    for text in assistant_texts:
-        turn = parse_tool_calls(strip_think(text), allowed_tools, accept_string_arguments=accept_string_arguments)
+    return merge_turns(
+        [parse_tool_calls(strip_think(t), allowed_tools, accept_string_arguments=accept_string_arguments)
+         for t in assistant_texts]
+    )  # fmt: skip
+
+
+def merge_turns(turns: list[ParsedCalls], steps: bool = False) -> ParsedCalls:
+    """Per-turn parses merged in order (each turn's tag count its own, so a tag pair split across turns is two
+    broken blocks); with ``steps``, each turn's calls are one parallel step (formats with one call per block)."""
+    merged = ParsedCalls(denominator=0, steps=[] if steps else None)
+    for turn in turns:
         merged.blocks += turn.blocks
         merged.errors += turn.errors
         merged.open_tags += turn.open_tags
         merged.close_tags += turn.close_tags
         merged.denominator += turn.tag_denominator
+        if steps and turn.calls:
+            merged.steps.append(turn.calls)
     return merged
 
 
