@@ -11,6 +11,8 @@
 #   DRY_RUN=1 bash recipes/run_cpu_tiny_slca.sh              # compose + validate only; writes nothing
 #   WARMUP_UNDECIDED=0 bash recipes/run_cpu_tiny_slca.sh     # warm-up on the gold calls only (nothing left to learn)
 #   BUILD_ONLY=1 SEED=3 bash recipes/run_cpu_tiny_slca.sh    # build (or find) the seed's data and model, then stop
+#   TOOL_FORMAT=qwen3_coder bash recipes/run_cpu_tiny_slca.sh   # another of verl's tool-call formats: the warm-up
+#                                                            # writes calls in it, multi_turn.format reads them
 #
 # It is recipes/run_qwen7b_slca.sh with another model, smaller sizes, DEVICE=cpu (verl's CPU platform and the hf_cpu
 # rollout of slca_verl/cpu) and offline SGLS / judge: the 7B recipe's own overrides run in verl's trainer.
@@ -30,6 +32,7 @@ SEED=${SEED:-0}
 TASK=${TASK:-cpu_task}                           # cpu_task | xlam
 CACHE_DIR=${CACHE_DIR:-${HOME}/.cache/slca_verl}
 JUDGE_NOISE=${JUDGE_NOISE:-0}                    # σ of the judge's noise (NoisyJudge, in r_sum units)
+export TOOL_FORMAT=${TOOL_FORMAT:-hermes}        # verl's multi_turn.format, and the warm-up's call format
 case "${TASK}" in
   # cpu_task: the warm-up sees every training row, and every version of its tool choice (weather or population) and
   # currency order, the wrong ones 3 times to the gold's once (WARMUP_ALT_REPEATS): it learns the format and to copy
@@ -53,10 +56,11 @@ WARMUP_UNDECIDED=${WARMUP_UNDECIDED:-0}
 WARMUP_ALT_REPEATS=${WARMUP_ALT_REPEATS:-1}
 WARMUP_BATCH=${WARMUP_BATCH:-0}
 export ABSTENTION_FIX=${ABSTENTION_FIX:-${ABSTENTION_FIX_DEFAULT}}  # the CPU task has chat prompts: answer them
-# the cache key: seed, task, warm-up budget, share, undecided share and repeats, batch, vocabulary, and the builder's and
+# the cache key: seed, task, warm-up budget, share, undecided share and repeats, batch, vocabulary, tool-call format, and the builder's and
 # the data's code (a change rebuilds)
 BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" | sha1sum | cut -c1-10)
-TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}r${WARMUP_ALT_REPEATS}_b${WARMUP_BATCH}_v${VOCAB_SIZE}_${BUILD_KEY}}
+FORMAT_TAG=$([[ "${TOOL_FORMAT}" == hermes ]] || echo "_${TOOL_FORMAT}")
+TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}r${WARMUP_ALT_REPEATS}_b${WARMUP_BATCH}_v${VOCAB_SIZE}${FORMAT_TAG}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
 
 build_tiny() {  # data + model, once per TINY_DIR
@@ -68,7 +72,8 @@ build_tiny() {  # data + model, once per TINY_DIR
     python3 -m data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
   fi
   python3 -m slca_verl.cpu.tiny_model gold --rl "${tmp}/data/${DATA_NAME}_train.parquet" --out "${tmp}/sft" \
-    --seed "${SEED}" --share "${WARMUP_SHARE}" --undecided "${WARMUP_UNDECIDED}" --alt_repeats "${WARMUP_ALT_REPEATS}"
+    --seed "${SEED}" --share "${WARMUP_SHARE}" --undecided "${WARMUP_UNDECIDED}" --alt_repeats "${WARMUP_ALT_REPEATS}" \
+    --format "${TOOL_FORMAT}"
   local vocab=()
   [[ "${VOCAB_SIZE}" != 0 ]] && vocab=(--vocab_from "${tmp}/sft/sft_train.parquet" --vocab_size "${VOCAB_SIZE}")
   python3 -m slca_verl.cpu.tiny_model init --out "${tmp}/init" --seed "${SEED}" "${vocab[@]}"

@@ -261,7 +261,7 @@ ROLLOUT=(
 )
 AGENT=(
   actor_rollout_ref.rollout.multi_turn.enable=true
-  actor_rollout_ref.rollout.multi_turn.format=hermes
+  actor_rollout_ref.rollout.multi_turn.format="${TOOL_FORMAT:-hermes}"   # any of verl's formats (docs/agent_loop.md)
   actor_rollout_ref.rollout.multi_turn.max_assistant_turns="${MAX_ASSISTANT_TURNS}"
   actor_rollout_ref.rollout.multi_turn.max_user_turns="${MAX_USER_TURNS}"
   actor_rollout_ref.rollout.multi_turn.max_parallel_calls="${MAX_PARALLEL_CALLS}"

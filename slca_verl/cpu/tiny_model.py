@@ -190,10 +190,14 @@ def undecided_steps(step: list[dict], schemas: Sequence[dict]) -> list[list[dict
     return out
 
 
-async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_repeats: int = 1) -> list[list[dict]]:
+async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_repeats: int = 1,
+                          tool_format: str = "hermes") -> list[list[dict]]:  # fmt: skip
     """The row's gold episode, or with ``undecided`` one episode per version of its first step
-    (:func:`undecided_steps`), each version other than the gold one ``alt_repeats`` times."""
-    from slca_verl.toolcall import hermes
+    (:func:`undecided_steps`), each version other than the gold one ``alt_repeats`` times; calls written in
+    ``tool_format`` (verl's ``multi_turn.format`` names)."""
+    from slca_verl.toolcall.formats import get_format
+
+    fmt = get_format(tool_format)
 
     prompt = [{"role": m["role"], "content": m["content"]} for m in _messages(row["prompt"])]
     gt = _plain(_plain(row["reward_model"])["ground_truth"])
@@ -211,20 +215,21 @@ async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_rep
         for call in step:
             res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
             responses.append(res.text)
-        episodes.append(prompt + [{"role": "assistant", "content": hermes.render_calls(step)}]
+        episodes.append(prompt + [{"role": "assistant", "content": fmt.render_calls(step)}]
                         + [{"role": "tool", "content": r} for r in responses]
                         + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
     return episodes
 
 
 def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, undecided: float = 0.0,
-                   alt_repeats: int = 1) -> list[list[dict]]:  # fmt: skip
+                   alt_repeats: int = 1, tool_format: str = "hermes") -> list[list[dict]]:  # fmt: skip
     """Full gold episodes (call, simulated response, reply) for the rows of the RL parquet files: all of them, or a
     seeded ``share`` of them — so that RL then meets training prompts the warm-up never showed it. For a seeded
     ``undecided`` share of the rows the episode is written once per version of its decisions
     (:func:`undecided_steps`): headroom that RL can learn and that carries over to held-out prompts. With
     ``alt_repeats`` = k > 1 each other version is written k times, so the warm-up prefers the wrong one of two
-    same-signature tools k : 1 — a learned, prompt-dependent mistake that RL has to reverse."""
+    same-signature tools k : 1 — a learned, prompt-dependent mistake that RL has to reverse. ``tool_format``: the
+    tool-call format the episodes write calls in (the RL run then reads it with ``multi_turn.format`` of that name)."""
     import random
 
     import pandas as pd
@@ -240,7 +245,8 @@ def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, u
     async def run(rows):
         sim = Simulator({"backend": "offline", "cache_scope": "run"})
         try:
-            return [d for r in rows for d in await _gold_dialogues(r, sim, rng.random() < undecided, int(alt_repeats))]
+            return [d for r in rows
+                    for d in await _gold_dialogues(r, sim, rng.random() < undecided, int(alt_repeats), tool_format)]
         finally:
             await sim.aclose()
 
@@ -347,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--out", required=True)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--share", type=float, default=1.0, help="seeded share of the rows to write episodes for")
+    g.add_argument("--format", default="hermes", help="tool-call format of the episodes (verl's multi_turn.format)")
     g.add_argument("--undecided", type=float, default=0.0,
                    help="seeded share of the rows written once per version of their tool choice and slot order")
     g.add_argument("--alt_repeats", type=int, default=1,
@@ -372,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from slca_verl.toolcall.rows import write_sft
 
     dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed, undecided=args.undecided,
-                               alt_repeats=args.alt_repeats)
+                               alt_repeats=args.alt_repeats, tool_format=args.format)
     paths = write_sft(dialogues, args.out, val_ratio=0.0, seed=args.seed)
     logger.info("%d gold episodes -> %s", len(dialogues), paths["train"])
     return 0

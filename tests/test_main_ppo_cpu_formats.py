@@ -1,0 +1,30 @@
+"""The CPU main job in two more of verl's tool-call formats, switched by one setting (``TOOL_FORMAT``, which the
+recipe turns into ``actor_rollout_ref.rollout.multi_turn.format`` and the warm-up's call format): the tiny model is
+warmed up writing qwen3_coder's XML calls (``<function=…><parameter=…>``) or glm's (``<arg_key>…<arg_value>``),
+verl's own parser of that format reads them in verl's trainer, SGLS answers them, HierR scores the calls the loop
+ran, and slca_grpo trains two steps on the segment ids. About 10 minutes per format the first time (the warm-up
+build), 3 once cached."""
+
+import os
+
+import pytest
+from main_ppo_helpers import STEPS, read_metrics, run_recipe
+
+
+@pytest.mark.parametrize("tool_format", ["qwen3_coder", "glm"])
+def test_the_cpu_main_job_trains_in_another_tool_call_format(tool_format, tmp_path):
+    proc, out_dir = run_recipe(str(tmp_path), TOOL_FORMAT=tool_format, VAL_BEFORE_TRAIN="false", TEST_FREQ="-1",
+                               timeout=2400)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    assert f"actor_rollout_ref.rollout.multi_turn.format={tool_format}" in log
+    metrics = read_metrics(out_dir)
+    assert sorted(metrics) == list(range(1, STEPS + 1))
+    for m in metrics.values():
+        # the warm-up taught the format: the loop's parse found calls, nearly all of them runnable
+        assert m["reward_extra/agent_tool_calls/mean"] > 0.5, m["reward_extra/agent_tool_calls/mean"]
+        assert m["reward_extra/agent_malformed_calls/mean"] <= 0.25 * m["reward_extra/agent_tool_calls/mean"]
+        # HierR scored those calls (not a hermes re-read of XML, which would find no call and score 0)
+        assert m["reward_extra/num_calls/mean"] > 0.5 and m["reward_extra/r_tool/mean"] > 0.5
+        assert m["slca/tool_tokens/mean"] > 0 and m["slca/summary_tokens/mean"] > 0
+    assert os.path.isdir(os.path.join(out_dir, f"global_step_{STEPS}"))
