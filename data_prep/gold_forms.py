@@ -26,13 +26,13 @@ from typing import Any
 
 from data_prep.report import Report
 from slca_verl.toolcall import limits
+from slca_verl.toolcall.rows import GOLD_FORMS
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["GOLD_FORMS", "LOSSES", "read_gold", "add_gold_forms_argument", "parse_gold_forms", "rejection_reason",
            "warn_lossy_forms"]
 
-GOLD_FORMS = ("nested", "flat", "names")
 #: what a row of each lossy form cannot give the reward
 LOSSES = {"flat": "parallel structure (all calls become one step)",
           "names": "arguments (names only; argument keys and values cannot be scored)"}

@@ -73,3 +73,11 @@ def test_the_toolcall_layer_imports_nothing_above_it():
         above = {m for m in _imports(path) if m.split(".")[0] in ("verl", "slca_verl", "data_prep")}
         assert above <= {"slca_verl.toolcall", "slca_verl.toolcall.hermes", "verl.experimental.agent_loop.tool_parser",
                          "verl.tools.schemas"}, (path.name, above)  # fmt: skip
+
+
+def test_the_gold_forms_are_defined_once_for_data_prep_and_hierr():
+    from data_prep.gold_forms import GOLD_FORMS as written
+    from slca_verl.rewards.parsing import GOLD_FORMS as scored
+    from slca_verl.toolcall.rows import GOLD_FORMS
+
+    assert written is scored is GOLD_FORMS == ("nested", "flat", "names")

@@ -33,6 +33,7 @@ from slca_verl.toolcall.hermes import (  # noqa: F401  (the hermes reader, re-ex
     read_call,
     strip_think,
 )
+from slca_verl.toolcall.rows import GOLD_FORMS
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,6 @@ def split_decoded_response(solution_str: str) -> Trajectory:
 
 #: the forms of gold the authors' data holds (``ground_truth.gold_format``; slca_verl.rewards.execution says what
 #: each form cannot measure)
-GOLD_FORMATS = ("nested", "flat", "names")
 
 
 @dataclass
@@ -256,9 +256,9 @@ def _gold_format(declared: Any, raw_gold: Any, reasons: list[str]) -> str:
     """``ground_truth.gold_format`` as data_prep writes it, else inferred from the raw gold: a list of lists is
     nested, a list of names names-only, any other list flat (an empty list is nested: an irrelevance row)."""
     if declared is not None:
-        if declared in GOLD_FORMATS:
+        if declared in GOLD_FORMS:
             return declared
-        reasons.append(f"gold_format {str(declared)[:40]!r} is not one of {list(GOLD_FORMATS)}; inferred")
+        reasons.append(f"gold_format {str(declared)[:40]!r} is not one of {list(GOLD_FORMS)}; inferred")
     if not isinstance(raw_gold, list) or not raw_gold or any(isinstance(s, list) for s in raw_gold):
         return "nested"
     return "names" if all(isinstance(s, str) for s in raw_gold) else "flat"

@@ -1,4 +1,4 @@
-"""Parquet cells back into Python values, and SFT parquet files written.
+"""The row contract: the gold forms a row may carry, parquet cells back into Python values, SFT parquet files.
 
 verl's RL rows and the SFT rows hold nested values; parquet hands them back as numpy arrays, and the project's own
 columns (``extra_info.tool_schemas``, ground truth) as JSON text. Both readers apply the JSON bounds of
@@ -13,6 +13,10 @@ import random
 from typing import Any
 
 from slca_verl.toolcall import limits
+
+#: the forms a row's gold calls may take (``reward_model.ground_truth.gold_format``): ``nested`` steps of parallel
+#: calls, a ``flat`` list of calls, or tool ``names`` only; data_prep writes them, HierR scores by them
+GOLD_FORMS = ("nested", "flat", "names")
 
 
 def plain(obj: Any) -> Any:
