@@ -31,11 +31,11 @@ def test_every_format_verl_registers_has_a_spec():
 
 @pytest.mark.parametrize("name", VERL_FORMATS)
 def test_verls_own_parser_reads_back_what_the_format_writes(name, tok):
-    from slca_verl.toolcall.formats import _openai_tools
+    from slca_verl.toolcall.formats import openai_tools
 
     text = "Let me check.\n" + get_format(name).render_calls(CALLS)
     ids = tok.encode(text, add_special_tokens=False)
-    _, calls = asyncio.run(ToolParser.get_tool_parser(name, tok).extract_tool_calls(ids, _openai_tools(TOOLS)))
+    _, calls = asyncio.run(ToolParser.get_tool_parser(name, tok).extract_tool_calls(ids, openai_tools(TOOLS)))
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [(c["name"], c["arguments"]) for c in CALLS]
 
 
@@ -97,3 +97,19 @@ def test_an_unknown_tool_call_format_in_reward_kwargs_fails_at_start_up_naming_t
 
     with pytest.raises(ValueError, match="reward_kwargs.tool_call_format"):
         HierRConfig.from_kwargs({"tool_call_format": "xml_of_my_own"})
+
+
+@pytest.mark.parametrize("record", [
+    "not a record", {"open": 1, "close": 1, "errors": []},                  # a string; no "calls"
+    {"open": 1, "close": 1, "errors": [], "calls": [{"name": "get_weather", "arguments": "{}"}]},  # not a dict
+    {"open": "x", "close": 1, "errors": [], "calls": []},
+])  # fmt: skip
+def test_a_parse_record_not_in_the_loops_shape_is_one_invalid_call_never_a_call_or_a_crash(record):
+    """parsed_turns reach HierR through extra_info: whatever they hold, nothing unreadable scores as a call."""
+    from slca_verl.rewards import score_trajectory
+
+    gt = {"allowed_tools": ["get_weather"], "gold_tool_calls": [[CALLS[0]]], "question_content": "Weather?"}
+    row = asyncio.run(score_trajectory(["x", "It is sunny."], ['{"ok": 1}'], gt, call_format="qwen3_coder",
+                                       parsed_turns=[record, None]))  # fmt: skip
+    assert row["num_calls"] == 0 and row["no_call"] == 1 and row["fmt"] == 0.0
+    assert "unreadable agent-loop parse record" in row["reason"]

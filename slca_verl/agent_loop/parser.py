@@ -31,6 +31,7 @@ from verl.experimental.agent_loop.tool_parser import (
 from verl.utils.ray_utils import get_event_loop
 
 from slca_verl.rewards.parsing import CLOSE_TAG, OPEN_TAG, find_blocks, read_call, strip_think
+from slca_verl.toolcall.formats import openai_tools
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +42,6 @@ class ParsedCall(FunctionCall):
     """verl's ``FunctionCall`` plus ``error``: set when the block could not be read as a call."""
 
     error: str | None = None
-
-
-def has_call_attempt(text: str) -> bool:
-    """Whether an assistant turn tried to call a tool: a ``<tool_call>`` or ``</tool_call>`` tag outside ``<think>``.
-
-    The same rule HierR uses to decide that a final turn is not a summary, so segments and rewards agree.
-    """
-    visible = strip_think(text)
-    return OPEN_TAG in visible or CLOSE_TAG in visible
 
 
 def parse_hermes_calls(text: str) -> tuple[str, list[ParsedCall]]:
@@ -125,14 +117,23 @@ class FormatToolParser(ToolParser):
     set, so the loop answers each with its reason, as for hermes. The turn's parse is kept in :attr:`last_parsed`
     (one loop instance runs one trajectory) for the reward, so HierR scores the calls the loop ran.
 
-    ``row_tools``: the row's tool schemas (set by the loop per trajectory), from which qwen3_coder reads parameter
-    types and kimi tool names; verl hands the parser the simulator's generic schema instead."""
+    ``row_tools``: the row's tool schemas (set by the loop per trajectory, kept as verl's tool schema model), from
+    which qwen3_coder reads parameter types and kimi tool names; verl hands the parser the simulator's generic
+    schema instead."""
 
     def __init__(self, tokenizer, fmt, inner: ToolParser):
         super().__init__(tokenizer)
         self.format, self.inner = fmt, inner
-        self.row_tools: list | None = None
+        self._row_tools: list | None = None
         self.last_parsed = None
+
+    @property
+    def row_tools(self) -> list | None:
+        return self._row_tools
+
+    @row_tools.setter
+    def row_tools(self, schemas) -> None:
+        self._row_tools = openai_tools(schemas)  # once per trajectory, not once per turn
 
     @property
     def stop_token_ids(self) -> list[int]:
@@ -141,11 +142,8 @@ class FormatToolParser(ToolParser):
     async def extract_tool_calls(self, responses_ids: list[int], tools: Any = None) -> tuple[str, list[FunctionCall]]:
         text = await get_event_loop().run_in_executor(
             None, lambda: self.tokenizer.decode(responses_ids, skip_special_tokens=False))  # fmt: skip
-        from slca_verl.toolcall.formats import _openai_tools
-
-        row_tools = _openai_tools(self.row_tools)  # the row's schemas (verl's list holds the simulator's generic one)
         try:  # verl's parser for the content it keeps in the chat history; our parse below for the calls
-            content, _ = await self.inner.extract_tool_calls(responses_ids, row_tools)
+            content, _ = await self.inner.extract_tool_calls(responses_ids, self.row_tools)
         except Exception:  # its failure must not end the trajectory: the calls below say what was wrong
             content = text
         parsed = await self.format.parse(text, tools=self.row_tools)

@@ -135,15 +135,18 @@ class _Text:
         return None
 
 
-def _openai_tools(tools: Iterable[Any] | None) -> list | None:
+def openai_tools(tools: Iterable[Any] | None) -> list | None:
     """Row tool schemas as verl's ``OpenAIFunctionToolSchema`` (qwen3_coder reads parameter types from them, kimi
-    the tool names); a schema verl's model cannot hold is left out."""
+    the tool names); schemas already in that model pass as they are, one verl's model cannot hold is left out."""
     if not tools:
         return None
     from verl.tools.schemas import OpenAIFunctionToolSchema
 
     out = []
     for t in tools:
+        if isinstance(t, OpenAIFunctionToolSchema):
+            out.append(t)
+            continue
         t = {"name": t} if isinstance(t, str) else t
         fn = t.get("function", t) if isinstance(t, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
@@ -180,7 +183,7 @@ class ToolCallFormat:
         """The turn's calls (``<think>`` stripped): valid ones in ``blocks`` (one call per block), a reason per call
         that cannot be read in ``errors``; ``open_tags`` / ``close_tags`` count the call markers. Never raises."""
         visible = strip_think(text)
-        if self.spec.render_one is hermes.render_call:
+        if self.name == "hermes":
             return hermes.parse_tool_calls(visible, allowed, accept_string_arguments=accept_string_arguments)
         out = ParsedCalls(open_tags=visible.count(self.spec.call_open), close_tags=visible.count(self.spec.call_close))
         if not any(m in visible for m in self.spec.markers):
@@ -189,7 +192,7 @@ class ToolCallFormat:
 
         try:
             parser = ToolParser.get_tool_parser(self.name, _Text())
-            _, calls = await parser.extract_tool_calls(visible, _openai_tools(tools))
+            _, calls = await parser.extract_tool_calls(visible, openai_tools(tools))
         except Exception as e:  # verl's parser raising on hostile text: every marked call is unreadable
             calls, reason = [], f"{self.name} parser failed ({type(e).__name__})"
             out.errors += [reason] * max(1, out.tag_denominator)
