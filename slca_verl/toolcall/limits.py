@@ -129,30 +129,29 @@ def _may_nest_too_deep(text: str, brackets: str = "[{") -> bool:
     return sum(text.count(b) for b in brackets) > MAX_DEPTH
 
 
-def loads(text: str, what: str = "JSON text") -> Any:
-    """``json.loads`` whose result is bounded: too deep for the parser or for :data:`MAX_DEPTH` raises
-    :class:`RecordError` ``too_deep``; a syntax error stays a ``json.JSONDecodeError``."""
+def _json_bounded(decode, what: str):
+    """``decode()`` (a ``json`` call) with the parser's own limits turned into :class:`RecordError`: too deep for
+    its recursion, or an integer longer than Python's int-string limit; a syntax error stays a JSONDecodeError."""
     try:
-        value = json.loads(text)
+        return decode()
     except RecursionError:
         raise RecordError("too_deep", f"{what} nests deeper than the JSON parser allows") from None
     except ValueError as exc:
         if not isinstance(exc, json.JSONDecodeError) and is_integer_too_long(exc):
             raise integer_too_long(what) from None
         raise
+
+
+def loads(text: str, what: str = "JSON text") -> Any:
+    """``json.loads`` whose result is bounded: too deep for the parser or for :data:`MAX_DEPTH` raises
+    :class:`RecordError` ``too_deep``; a syntax error stays a ``json.JSONDecodeError``."""
+    value = _json_bounded(lambda: json.loads(text), what)
     return check_nesting(value, what) if _may_nest_too_deep(text) else value
 
 
 def raw_decode(decoder: json.JSONDecoder, text: str, index: int, what: str = "JSON text") -> tuple[Any, int]:
     """``decoder.raw_decode(text, index)`` with the bounds of :func:`loads`."""
-    try:
-        value, end = decoder.raw_decode(text, index)
-    except RecursionError:
-        raise RecordError("too_deep", f"{what} nests deeper than the JSON parser allows") from None
-    except ValueError as exc:
-        if not isinstance(exc, json.JSONDecodeError) and is_integer_too_long(exc):
-            raise integer_too_long(what) from None
-        raise
+    value, end = _json_bounded(lambda: decoder.raw_decode(text, index), what)
     return (check_nesting(value, what) if _may_nest_too_deep(text[index:end]) else value), end
 
 
