@@ -17,7 +17,10 @@ if [[ ! -f "${VENV}/.slca_ready" ]]; then
   "${VENV}/bin/pip" install -q --upgrade pip
   "${VENV}/bin/pip" install -q "torch==2.13.0"
   "${VENV}/bin/pip" install -q "bfcl-eval==2026.3.23" soundfile
-  BFCL_PROJECT_ROOT=$(mktemp -d) "${VENV}/bin/bfcl" version
+  # the CLI imports every vendor SDK at start: listing the categories proves it starts (its own `bfcl version`
+  # looks up a distribution named "bfcl", which bfcl-eval 2026.3.23 does not install, and always fails)
+  BFCL_PROJECT_ROOT=$(mktemp -d) "${VENV}/bin/bfcl" test-categories > /dev/null
+  echo "[bfcl setup] bfcl-eval $("${VENV}/bin/python" -c 'from importlib.metadata import version; print(version("bfcl-eval"))')"
   touch "${VENV}/.slca_ready"
 else
   echo "[bfcl setup] venv ready: ${VENV}"
