@@ -106,7 +106,7 @@ def _pattern_tool(pattern: str, array: bool = False) -> list[dict]:
 
 @case("sgls", "type normaliser: xLAM type string with 20k spaces", "20k chars")
 def _sgls_type_spaces():
-    from slca_verl.sgls.schema import type_string_to_schema
+    from slca_verl.toolcall.schema import type_string_to_schema
 
     text = "int" + " " * 20000 + "x"
     return lambda: type_string_to_schema(text)
@@ -114,7 +114,7 @@ def _sgls_type_spaces():
 
 @case("sgls", "type normaliser: List[ nested 3000 deep", "3000 levels")
 def _sgls_type_nested():
-    from slca_verl.sgls.schema import type_string_to_schema
+    from slca_verl.toolcall.schema import type_string_to_schema
 
     text = "List[" * 3000 + "int" + "]" * 3000
     return lambda: type_string_to_schema(text)

@@ -18,7 +18,8 @@ import json
 import re
 from typing import Any
 
-from slca_verl.toolcall import limits
+from slca_verl.toolcall import hermes, limits
+from slca_verl.toolcall.schema import split_top_level
 
 __all__ = [
     "CallParseError",
@@ -29,8 +30,6 @@ __all__ = [
     "parse_python_calls",
 ]
 
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-_THINK_RE = re.compile(r"<think>.*?</think>", re.S)
 
 
 class CallParseError(ValueError):
@@ -80,12 +79,14 @@ def _loads_lenient(body: str) -> Any:
 
 
 def parse_hermes_calls(text: str) -> list[dict]:
-    """All ``<tool_call>`` blocks in an assistant message -> calls (``[]`` when there is no block)."""
-    text = _THINK_RE.sub("", text or "")
-    if text.count("<tool_call>") != text.count("</tool_call>"):
+    """All ``<tool_call>`` blocks in an assistant message -> calls (``[]`` when there is no block). The blocks are
+    found as the library's hermes reader finds them; unlike it (a policy's turn), a dataset's body may be a python
+    literal, and an unreadable one raises (the row is rejected, not trained on)."""
+    text = hermes.strip_think(text or "")
+    if text.count(hermes.OPEN_TAG) != text.count(hermes.CLOSE_TAG):
         raise CallParseError("unbalanced <tool_call> tags")
     calls = []
-    for body in _TOOL_CALL_RE.findall(text):
+    for _, _, body in hermes.find_blocks(text, hermes.OPEN_TAG, hermes.CLOSE_TAG):
         parsed = _loads_lenient(body.strip())
         for obj in parsed if isinstance(parsed, list) else [parsed]:
             calls.append(normalize_call(obj))
@@ -115,42 +116,12 @@ def parse_glaive_call(text: str) -> dict:
     return normalize_call(obj)
 
 
-def split_top_level(text: str, sep: str = ",", *, strict: bool = False) -> list[str]:
-    """Split ``text`` on ``sep`` outside brackets and quotes (backslash escapes honoured), stripping each part:
-    ``"Dict[str, int], optional"`` -> ["Dict[str, int]", "optional"]; ``'f(a=1), g(b=[1, 2])'`` -> two calls.
-
-    With ``strict``, unbalanced brackets or quotes raise :class:`CallParseError`.
-    """
-    parts, depth, quote, escape, start = [], 0, None, False, 0
-    for i, ch in enumerate(text):
-        if quote:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == quote:
-                quote = None
-            continue
-        if ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth < 0 and strict:
-                raise CallParseError("unbalanced brackets in python-style calls")
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    if strict and (depth != 0 or quote):
-        raise CallParseError("unbalanced brackets or quotes in python-style calls")
-    parts.append(text[start:].strip())
-    return parts
-
-
 def _split_calls(text: str) -> list[str]:
     """``f(a=1), g(b=[1, 2])`` -> ["f(a=1)", "g(b=[1, 2])"]; empty parts dropped, imbalance is an error."""
-    return [p for p in split_top_level(text, strict=True) if p]
+    try:
+        return [p for p in split_top_level(text, strict=True) if p]
+    except ValueError as exc:
+        raise CallParseError(f"{exc} in python-style calls") from None
 
 
 def parse_python_calls(text: str) -> list[dict]:

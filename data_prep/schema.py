@@ -7,6 +7,9 @@ The sources write parameter types in many dialects:
 - ToolACE / BFCL: ``{"type": "dict", "properties": {...}}`` with ``"float"``, ``"tuple"``, ``"any"``;
 - hermes / glaive / Toucan: already JSON Schema (``"type": "object"``).
 
+The dialects are read by the library's one normaliser (:mod:`slca_verl.toolcall.schema`, where the choices between
+them are listed) in strict mode, the same code the simulator reads the written rows with.
+
 :func:`normalize_tool` turns any of them into the OpenAI tool form
 ``{"type": "function", "function": {"name", "description", "parameters"}}`` whose ``parameters`` is a JSON Schema
 object that passes the JSON Schema meta-schema; ``required`` is inferred (xLAM) from ``", optional"``,
@@ -19,7 +22,6 @@ tool list or type string nested beyond :mod:`slca_verl.toolcall.limits`' bounds 
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
@@ -27,9 +29,9 @@ from urllib.parse import unquote
 import jsonschema
 from jsonschema.validators import validator_for
 
-from data_prep.calls import split_top_level
 from slca_verl.toolcall import limits
-from slca_verl.toolcall.limits import RecordError, loads, non_finite_path
+from slca_verl.toolcall.limits import loads, non_finite_path
+from slca_verl.toolcall.schema import SchemaError, normalise_parameters, normalise_schema, type_string_to_schema
 
 __all__ = [
     "SchemaError",
@@ -40,248 +42,34 @@ __all__ = [
     "validate_call",
 ]
 
-# python / BFCL / ToolACE / Java / JS type names -> JSON Schema type
-_SCALARS = {
-    "str": "string", "string": "string", "text": "string", "char": "string", "character": "string",
-    "int": "integer", "integer": "integer", "long": "integer", "short": "integer", "byte": "integer",
-    "float": "number", "double": "number", "number": "number", "decimal": "number", "bigdecimal": "number",
-    "bool": "boolean", "boolean": "boolean",
-    "list": "array", "array": "array", "arraylist": "array", "sequence": "array", "iterable": "array",
-    "tuple": "array", "set": "array",
-    "dict": "object", "object": "object", "map": "object", "hashmap": "object", "mapping": "object",
-    "none": "null", "null": "null", "nonetype": "null",
-}
-# names whose values are strings in JSON (dates, paths, callables given by name)
-_STRINGLIKE = {"datetime", "date", "time", "path", "url", "uri", "email", "callable", "function", "timestamp"}
-_ANY = {"any", "typing.any", "object?", ""}
-_JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
-# brackets a python-style type string may nest ("List[Dict[str, List[int]]]" is 3); the parser recurses per level
-_MAX_TYPE_NESTING = 32
-_BRACKETS = re.compile(r"[\[\]]")
 # keys whose values are data, not subschemas: a {"$ref": ...} inside them is not a reference
 _DATA_KEYS = {"enum", "const", "default", "examples"}
 
-
-# Tool schemas are checked against the draft-07 meta-schema unless they name another "$schema": draft-07 is what
-# the authors' Toucan schemas declare and what OpenAI-style tool schemas use, and its meta-schema check is ~5x
-# faster than 2020-12's (which dominated the 60k-row benchmark).
-DEFAULT_DRAFT = jsonschema.Draft7Validator
-
-
-class SchemaError(ValueError):
-    """A tool schema that cannot be turned into valid JSON Schema; ``reason`` names the report bucket."""
-
-    def __init__(self, reason: str, detail: str):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-
-
-def _literal_values(args: list[str]) -> list[Any]:
-    values = []
-    for a in args:
-        a = a.strip()
-        try:
-            values.append(json.loads(a.replace("'", '"')))
-        except json.JSONDecodeError:
-            values.append(a.strip("'\""))
-    return values
-
-
-@lru_cache(maxsize=4096)
-def _parse_type_string(text: str) -> tuple[str, bool]:
-    """Parse a python-style type string; returns (JSON Schema as canonical JSON, is_optional)."""
-    schema, optional = _type_string_to_schema(text)
-    return json.dumps(schema, sort_keys=True), optional
-
-
-def _type_string_to_schema(text: str) -> tuple[dict, bool]:
-    raw = text.strip()
-    parts = split_top_level(raw)
-    head, modifiers = parts[0], [p.lower() for p in parts[1:]]
-    optional = any(m.startswith("optional") or m.startswith("default") for m in modifiers)
-    if len(parts) > 1 and not optional:
-        # "str, int" without an optional/default modifier: a union written with commas
-        members = [_type_string_to_schema(p)[0] for p in parts]
-        return _union(members), False
-    schema, inner_optional = _head_to_schema(head)
-    return schema, optional or inner_optional
-
-
-def _union(members: list[dict]) -> dict:
-    types: list[str] = []
-    for m in members:
-        if not m:
-            return {}
-        if set(m) != {"type"}:
-            return {"anyOf": members}
-        ts = m["type"] if isinstance(m["type"], list) else [m["type"]]
-        types.extend(t for t in ts if t not in types)
-    return {"type": types[0] if len(types) == 1 else types}
-
-
-def _head_to_schema(head: str) -> tuple[dict, bool]:
-    """``List[int]`` -> {"type": "array", "items": {"type": "integer"}}; returns (schema, optional)."""
-    m = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*(?:\[(.*)\])?\s*", head, flags=re.S)
-    if not m:
-        raise SchemaError("tool_schema_unknown_type", f"cannot parse type {head!r}")
-    name, inner = m.group(1), m.group(2)
-    key = name.lower().rsplit(".", 1)[-1]  # typing.List, datetime.date
-    args = split_top_level(inner) if inner is not None and inner.strip() else []
-    if key == "optional":
-        if len(args) != 1:
-            raise SchemaError("tool_schema_unknown_type", f"Optional takes one argument: {head!r}")
-        return _allow_null(_type_string_to_schema(args[0])[0]), True
-    if key == "union":
-        members = [_type_string_to_schema(a)[0] for a in args]
-        nullable = any(m == {"type": "null"} for m in members)
-        return _union(members), nullable
-    if key == "literal":
-        values = _literal_values(args)
-        return {"enum": values}, False
-    if key in _ANY:
-        return {}, False
-    if key in _STRINGLIKE:
-        return {"type": "string"}, False
-    if key not in _SCALARS:
-        raise SchemaError("tool_schema_unknown_type", f"unknown type {head!r}")
-    jtype = _SCALARS[key]
-    schema: dict[str, Any] = {"type": jtype}
-    if jtype == "array" and args:
-        items = [_type_string_to_schema(a)[0] for a in args if a != "..."]
-        if key == "tuple" and len(items) > 1 and "..." not in args and len(set(map(json.dumps, items))) > 1:
-            schema["items"] = items  # draft-07 tuple form (positional item schemas)
-        elif items and items[0]:
-            schema["items"] = items[0]
-        if key == "tuple" and "..." not in args and len(args) > 1:
-            schema.update(minItems=len(args), maxItems=len(args))
-    if key == "set":
-        schema["uniqueItems"] = True
-    if jtype == "object" and len(args) == 2:
-        value_schema = _type_string_to_schema(args[1])[0]
-        if value_schema:
-            schema["additionalProperties"] = value_schema
-    return schema, False
-
-
-def _allow_null(schema: dict) -> dict:
-    if not schema:
-        return schema
-    t = schema.get("type")
-    if isinstance(t, str) and set(schema) <= {"type", "items", "additionalProperties", "uniqueItems"}:
-        return {**schema, "type": [t, "null"]}
-    if isinstance(t, list) and "null" not in t:
-        return {**schema, "type": t + ["null"]}
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def _bracket_nesting(text: str) -> int:
-    depth = deepest = 0
-    for m in _BRACKETS.finditer(text):
-        depth += 1 if m.group() == "[" else -1
-        deepest = max(deepest, depth)
-    return deepest
+# Tool schemas are checked with Draft 2020-12 unless they name another "$schema": the normaliser writes 2020-12
+# (``prefixItems`` for tuples), and the simulator checks calls with it, so a gold call is checked here as the
+# simulator will check the policy's.
+DEFAULT_DRAFT = jsonschema.Draft202012Validator
 
 
 def type_to_schema(type_value: Any) -> tuple[dict, bool]:
-    """Any source's ``type`` value -> (JSON Schema fragment, optional flag).
+    """Any source's ``type`` value -> (JSON Schema fragment, optional flag); strict: an unknown name raises.
 
     >>> type_to_schema("List[int]")
-    ({'items': {'type': 'integer'}, 'type': 'array'}, False)
+    ({'type': 'array', 'items': {'type': 'integer'}}, False)
     >>> type_to_schema("str, optional")
     ({'type': 'string'}, True)
     """
     if type_value is None:
         return {}, False
-    if isinstance(type_value, list):
-        members = [type_to_schema(t)[0] for t in type_value]
-        return _union(members), any(m == {"type": "null"} for m in members)
-    if not isinstance(type_value, str):
-        raise SchemaError("tool_schema_invalid", f"type must be a string, got {type(type_value).__name__}")
-    if _bracket_nesting(type_value) > _MAX_TYPE_NESTING:
-        raise RecordError("too_deep", f"type string nests more than {_MAX_TYPE_NESTING} brackets: {type_value[:80]!r}")
-    canonical, optional = _parse_type_string(type_value)
-    return json.loads(canonical), optional
-
-
-def _normalize_property(spec: Any, path: str) -> tuple[dict, bool]:
-    """One property spec (any dialect) -> (JSON Schema, optional)."""
-    if isinstance(spec, str):  # {"x": "int"} shorthand
-        return type_to_schema(spec)
-    if not isinstance(spec, dict):
-        raise SchemaError("tool_schema_invalid", f"property {path} is a {type(spec).__name__}, not an object")
-    out: dict[str, Any] = {}
-    optional = False
-    for key, value in spec.items():
-        if key == "type":
-            if isinstance(value, str) and value in _JSON_TYPES:
-                out["type"] = value
-            else:
-                fragment, optional = type_to_schema(value)
-                out.update({k: v for k, v in fragment.items() if k not in out or k == "type"})
-        elif key == "properties" and isinstance(value, dict):
-            out["properties"] = {k: _normalize_property(v, f"{path}.{k}")[0] for k, v in value.items()}
-        elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = _normalize_property(value, f"{path}.{key}")[0]
-        elif key in ("anyOf", "oneOf", "allOf") and isinstance(value, list):
-            out[key] = [_normalize_property(v, f"{path}.{key}")[0] for v in value]
-        elif key == "optional":
-            optional = bool(value)
-        elif key == "required" and isinstance(value, bool):  # {"required": true} on a property
-            optional = optional or not value
-        else:
-            out[key] = value
-    if "default" in spec:
-        optional = True
-    if (
-        out.get("type") == "object"
-        and isinstance(out.get("properties"), dict)
-        and isinstance(out.get("required"), list)
-    ):
-        # sources list required names that have no property; keep only the ones that exist
-        out["required"] = [r for r in out["required"] if r in out["properties"]]
-        if not out["required"]:
-            del out["required"]
-    if "enum" in out and not isinstance(out["enum"], list):
-        raise SchemaError("tool_schema_invalid", f"enum of {path} is not a list")
-    return out, optional
+    if isinstance(type_value, str):
+        return type_string_to_schema(type_value, strict=True)
+    return normalise_schema({"type": type_value}, strict=True, path="a property")
 
 
 def normalize_parameters(params: Any) -> dict:
-    """Any dialect of a tool's parameters -> a JSON Schema object (``type: object``, ``properties``, ``required``)."""
-    if params is None or params == {} or params == []:
-        return {"type": "object", "properties": {}}
-    if isinstance(params, str):
-        try:
-            params = loads(params, "parameters")
-        except json.JSONDecodeError as exc:
-            raise SchemaError("tool_schema_invalid", f"parameters is a non-JSON string: {exc}") from None
-    if not isinstance(params, dict):
-        raise SchemaError("tool_schema_invalid", f"parameters is a {type(params).__name__}, not an object")
-    is_schema = "properties" in params or params.get("type") in ("object", "dict")
-    if is_schema:
-        schema, _ = _normalize_property(params, "parameters")
-        if schema.get("type") not in (None, "object"):
-            raise SchemaError("tool_schema_invalid", f"parameters has type {schema.get('type')!r}, not object")
-        schema["type"] = "object"
-        schema.setdefault("properties", {})
-        if not isinstance(schema["properties"], dict):
-            raise SchemaError("tool_schema_invalid", "parameters.properties is not an object")
-        required = schema.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise SchemaError("tool_schema_invalid", "parameters.required is not a list of names")
-        return schema
-    # xLAM dialect: {param: {"type": "str, optional", "description": ..., "default": ...}}
-    properties, required = {}, []
-    for name, spec in params.items():
-        prop, optional = _normalize_property(spec, f"parameters.{name}")
-        properties[name] = prop
-        if not optional:
-            required.append(name)
-    schema = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return schema
+    """Any dialect of a tool's parameters -> a JSON Schema object (``type: object``, ``properties``, ``required``),
+    by the library's normaliser in strict mode (:func:`slca_verl.toolcall.schema.normalise_parameters`)."""
+    return normalise_parameters(params, strict=True)
 
 
 @lru_cache(maxsize=16384)

@@ -17,8 +17,8 @@ from sgls_helpers import Reply, ScriptedServer
 
 from slca_verl.sgls.offline import synthesise
 from slca_verl.sgls.prompt import fence_tag, neutralise_fence_tags
-from slca_verl.sgls.schema import type_string_to_schema
 from slca_verl.sgls.simulator import Simulator
+from slca_verl.toolcall.schema import type_string_to_schema
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": CITY}}

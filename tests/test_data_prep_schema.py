@@ -20,7 +20,8 @@ from data_prep.schema import SchemaError, normalize_tool, normalize_tools, tools
          {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "integer"}}}, False),
         ("Tuple[int, int]", {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}, False),
         ("Tuple[int, str]",
-         {"type": "array", "items": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2}, False),
+         {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
+         False),  # 2020-12's positional form, as the simulator checks calls
         ("Optional[str]", {"type": ["string", "null"]}, True),
         ("Union[int, str]", {"type": ["integer", "string"]}, False),
         ("Literal['a', 'b']", {"enum": ["a", "b"]}, False),

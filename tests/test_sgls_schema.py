@@ -5,7 +5,8 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from slca_verl.sgls.schema import ToolSet, normalise_tool, type_string_to_schema
+from slca_verl.sgls.schema import ToolSet, normalise_tool
+from slca_verl.toolcall.schema import type_string_to_schema
 
 WEATHER = {
     "type": "function",
@@ -122,12 +123,16 @@ def test_several_problems_are_all_reported_in_a_stable_order():
         ("List[List[str]]", {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}, False),
         ("str, optional", {"type": "string"}, True),
         ("List[int], optional", {"type": "array", "items": {"type": "integer"}}, True),
-        ("Optional[float]", {"type": "number"}, True),
+        ("Optional[float]", {"type": ["number", "null"]}, True),  # Python's meaning: a float or None
         ("Dict[str, int]", {"type": "object", "additionalProperties": {"type": "integer"}}, False),
         ("Dict[str, Any]", {"type": "object"}, False),
         ("Union[int, str]", {"type": ["integer", "string"]}, False),
         ("int|float", {"type": ["integer", "number"]}, False),
-        ("Tuple[int, str]", {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}, False),
+        ("Tuple[int, str]",
+         {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
+         False),
+        ("int default 5", {"type": "integer"}, True),
+        ("callable", {"type": "string"}, False),  # a function travels in JSON as its name or source
         ("Literal['a', 'b']", {"enum": ["a", "b"]}, False),
         ("Any", {}, False),
         ("SomeCustomClass", {}, False),

@@ -6,7 +6,9 @@
 Dataset schemas are often not JSON Schema: xLAM writes ``"type": "List[int]"`` or ``"str, optional"`` and puts the
 properties directly under ``parameters``; BFCL writes ``"dict"``, ``"float"``, ``"tuple"``, ``"any"``; old schemas
 mark required properties with ``"required": true`` inside the property. :func:`normalise_tool` maps all of these to
-Draft 2020-12 JSON Schema (unknown type names become "any value", with a debug log) and the result is checked with
+Draft 2020-12 JSON Schema through the project's one normaliser (:mod:`slca_verl.toolcall.schema`, tolerant mode:
+unknown type names become "any value", with a debug log; data preparation uses it in strict mode, so a prepared
+row's schema comes back unchanged) and the result is checked with
 ``check_schema``; a schema that still fails is replaced by ``{"type": "object"}`` with a warning, so one bad row
 never stops training. A tool's response schema is taken from ``response_schema``, ``response``, ``returns`` or
 ``output_schema`` when it is a JSON object schema.
@@ -37,24 +39,11 @@ import jsonschema
 import regex
 from jsonschema import Draft202012Validator, validators
 
+from slca_verl.toolcall.schema import normalise_parameters, normalise_schema
+
 logger = logging.getLogger(__name__)
 
-_SIMPLE_TYPES = {
-    "str": "string", "string": "string", "text": "string", "char": "string", "bytes": "string",
-    "datetime": "string", "date": "string", "time": "string", "uuid": "string", "url": "string", "path": "string",
-    "int": "integer", "integer": "integer", "long": "integer",
-    "float": "number", "number": "number", "double": "number", "decimal": "number",
-    "bool": "boolean", "boolean": "boolean",
-    "list": "array", "array": "array", "tuple": "array", "set": "array", "sequence": "array", "iterable": "array",
-    "dict": "object", "object": "object", "mapping": "object", "hashmap": "object", "map": "object",
-    "none": "null", "null": "null", "nonetype": "null",
-}  # fmt: skip
-_ANY = {"any", "object_any", "typing.any", "callable", "function", "*", ""}
-_JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
 _RESPONSE_KEYS = ("response_schema", "response", "returns", "output_schema")
-_NESTED_KEYS = ("items", "additionalProperties", "not", "contains", "propertyNames")
-_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_DEFS_KEYS = ("$defs", "definitions")
 MAX_SCHEMA_DEPTH = 64  # nesting of a tool schema (dicts and lists)
 MAX_ARGUMENT_DEPTH = 32  # nesting of a call's arguments or a simulated body
 
@@ -122,224 +111,6 @@ def json_problem(value: Any, max_depth: int = MAX_ARGUMENT_DEPTH) -> str | None:
             else:
                 stack.extend((v, where + (i,)) for i, v in enumerate(node))
     return None
-
-
-# ---------------------------------------------------------------------------------------------- type strings
-
-
-def _split_top(s: str) -> list[str]:
-    """Split on commas that are not inside brackets: "int, List[str]" -> ["int", "List[str]"]."""
-    parts, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur).strip())
-    return [p for p in parts if p]
-
-
-# "str, optional", "int default 5": the keyword after a comma / whitespace. Each position is tested once (the
-# lookahead is bounded), so the scan is linear; the former ``^(.*?)[,\s]+(optional|default.*)$`` was quadratic
-# in a run of spaces (8-12 s on 20k of them).
-_OPTIONAL_SUFFIX = re.compile(r"[,\s](?=default|optional$)", re.IGNORECASE)
-_MAX_TYPE_DEPTH = 32
-
-
-def _optional_head(s: str) -> str:
-    """The type before a trailing ", optional" / " default …" (stripped), or "" when there is none."""
-    m = _OPTIONAL_SUFFIX.search(s)
-    return s[: m.start()].rstrip(", \t\r\n\f\v").strip() if m else ""
-
-
-def type_string_to_schema(text: str, _depth: int = 0) -> tuple[dict, bool]:
-    """Map a Python-ish type string to a JSON Schema fragment.
-
-    Args:
-        text: e.g. ``"List[int]"``, ``"str, optional"``, ``"Optional[Dict[str, Any]]"``, ``"int|float"``; brackets
-            nested deeper than 32 levels give "any value".
-
-    Returns:
-        ``(schema, optional)``; optional is True for ``", optional"`` and ``Optional[...]``.
-    """
-    s = text.strip()
-    optional = False
-    head = _optional_head(s)
-    if head:
-        s, optional = head, True
-    if _depth >= _MAX_TYPE_DEPTH:
-        logger.debug("sgls schema: type string nested deeper than %d levels treated as any value", _MAX_TYPE_DEPTH)
-        return {}, optional
-    if "|" in s and "[" not in s:
-        subs = [type_string_to_schema(p, _depth + 1)[0] for p in s.split("|") if p.strip()]
-        return _union(subs), optional
-    m = re.match(r"^([\w.]+)\s*\[(.*)\]$", s)
-    if m:
-        head, inner = m.group(1).lower().split(".")[-1], m.group(2)
-        args = _split_top(inner)
-        if head == "optional":
-            sub, _ = type_string_to_schema(inner, _depth + 1)
-            return sub, True
-        if head == "union":
-            return _union([type_string_to_schema(a, _depth + 1)[0] for a in args]), optional
-        if head == "literal":
-            values = []
-            for a in args:
-                try:
-                    values.append(json.loads(a.replace("'", '"')))
-                except ValueError:
-                    values.append(a.strip("'\""))
-            return {"enum": values}, optional
-        base = _SIMPLE_TYPES.get(head)
-        if base == "array":
-            if head == "tuple" and len(args) > 1 and "..." not in args:
-                prefix_items = [type_string_to_schema(a, _depth + 1)[0] for a in args]
-                return {"type": "array", "prefixItems": prefix_items}, optional
-            item = type_string_to_schema(args[0], _depth + 1)[0] if args else {}
-            return ({"type": "array", "items": item} if item else {"type": "array"}), optional
-        if base == "object":
-            if len(args) == 2:
-                val = type_string_to_schema(args[1], _depth + 1)[0]
-                return ({"type": "object", "additionalProperties": val} if val else {"type": "object"}), optional
-            return {"type": "object"}, optional
-        logger.debug("sgls schema: unknown generic type %r treated as any value", text)
-        return {}, optional
-    low = s.lower()
-    if low in _SIMPLE_TYPES:
-        return {"type": _SIMPLE_TYPES[low]}, optional
-    if low in _ANY:
-        return {}, optional
-    logger.debug("sgls schema: unknown type %r treated as any value", text)
-    return {}, optional
-
-
-def _union(subs: list[dict]) -> dict:
-    if any(not s for s in subs):
-        return {}
-    if all(set(s) == {"type"} and isinstance(s["type"], str) for s in subs):
-        types = list(dict.fromkeys(s["type"] for s in subs))
-        return {"type": types[0] if len(types) == 1 else types}
-    return {"anyOf": subs}
-
-
-# ---------------------------------------------------------------------------------------------- schemas
-
-
-def _required_names(value: Any) -> list[str]:
-    """A ``required`` keyword as a list of names: strings from a list (anything else in it dropped), or the keys
-    whose value is true of an object (``{"city": true}``, a form some datasets use)."""
-    if isinstance(value, dict):
-        return [k for k, v in value.items() if isinstance(k, str) and v is True]
-    if isinstance(value, list):
-        return list(dict.fromkeys(r for r in value if isinstance(r, str)))
-    return []
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def normalise_schema(node: Any) -> tuple[Any, bool]:
-    """Recursively turn a loose schema node into JSON Schema. Returns ``(schema, optional_hint)``.
-
-    Keywords holding a non-finite number (``"maximum": Infinity``, ``NaN``) are dropped: JSON has no such numbers
-    and ``maximum: Infinity`` says no more than leaving it out. Callers bound the nesting first (``max_depth``).
-    """
-    if isinstance(node, str):
-        return type_string_to_schema(node)
-    if not isinstance(node, dict):
-        return {}, False
-    out = {k: v for k, v in node.items() if not (isinstance(v, float) and not math.isfinite(v))}
-    optional = bool(out.pop("optional", False))
-    if "type" in out:
-        t = out["type"]
-        if isinstance(t, str):
-            if t not in _JSON_TYPES:
-                sub, opt = type_string_to_schema(t)
-                optional = optional or opt
-                del out["type"]
-                for k, v in sub.items():  # the string's own structure wins only where the node says nothing
-                    out.setdefault(k, v)
-        elif isinstance(t, list) and all(isinstance(x, str) for x in t):
-            types = [type_string_to_schema(x)[0].get("type") if x not in _JSON_TYPES else x for x in t]
-            if any(x is None or isinstance(x, list) for x in types):
-                del out["type"]
-            else:
-                out["type"] = list(dict.fromkeys(types))
-        else:
-            del out["type"]
-    if "required" in out and not isinstance(out["required"], bool):
-        out["required"] = _required_names(out["required"])
-    if isinstance(out.get("properties"), dict):
-        props, required = {}, out.get("required")
-        required = list(required) if isinstance(required, list) else []
-        for name, sub in out["properties"].items():
-            own_required = sub.get("required") if isinstance(sub, dict) else None
-            if isinstance(own_required, bool):  # draft-3 style flag inside the property
-                sub = {k: v for k, v in sub.items() if k != "required"}
-                if own_required and name not in required:
-                    required.append(name)
-            props[name], _ = normalise_schema(sub)
-        out["properties"] = props
-        out.setdefault("type", "object")
-        out["required"] = [r for r in required if r in props] if props else required
-        if not out["required"]:
-            del out["required"]
-    elif "required" in out and not isinstance(out["required"], list):
-        del out["required"]
-    for key in _NESTED_KEYS:
-        if isinstance(out.get(key), (dict, str)):
-            out[key] = normalise_schema(out[key])[0]
-    for key in _DEFS_KEYS:
-        if isinstance(out.get(key), dict):
-            out[key] = {k: normalise_schema(v)[0] for k, v in out[key].items()}
-    for key in _LIST_KEYS:
-        if isinstance(out.get(key), list):
-            out[key] = [normalise_schema(s)[0] for s in out[key]]
-    if isinstance(out.get("items"), list):  # draft-4 tuple form
-        out["prefixItems"] = [normalise_schema(s)[0] for s in out.pop("items")]
-    if "enum" in out and not isinstance(out["enum"], list):
-        del out["enum"]
-    if isinstance(out.get("enum"), list):  # NaN / Infinity members could only be answered with non-JSON
-        out["enum"] = [v for v in out["enum"] if not (isinstance(v, float) and not math.isfinite(v))]
-        if not out["enum"]:
-            del out["enum"]
-    if "enum" in out and out.get("type") == "string":  # datasets list numbers for string enums
-        out["enum"] = [v if isinstance(v, str) else str(v) for v in out["enum"]]
-    return out, optional
-
-
-def normalise_parameters(params: Any) -> dict:
-    """The ``parameters`` of a function as a JSON Schema object schema.
-
-    Accepts a JSON Schema object, or the xLAM form ``{"arg": {"type": "List[int]", "description": …}}`` (no
-    ``type: object``), where an argument is required unless its type says optional or it has a default.
-    """
-    if not isinstance(params, dict) or not params:
-        return {"type": "object", "properties": {}}
-    if params.get("type") in ("object", "dict") or "properties" in params:
-        schema, _ = normalise_schema({**params, "type": "object"})
-        schema.setdefault("properties", {})
-        return schema
-    props, required = {}, []
-    for name, sub in params.items():
-        sub_schema, optional = normalise_schema(sub)
-        if isinstance(sub, dict) and "default" in sub:
-            optional = True
-        if isinstance(sub, dict) and sub.get("required") is False:
-            optional = True
-        if not optional:
-            required.append(name)
-        props[name] = sub_schema
-    out = {"type": "object", "properties": props}
-    if required:
-        out["required"] = required
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- bounded regexes
