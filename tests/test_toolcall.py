@@ -70,9 +70,9 @@ def test_the_toolcall_layer_imports_nothing_above_it():
     """Only its own modules, and verl's ToolParser registry and tool schema model (formats.py reads every format
     but hermes through verl's own parser)."""
     for path in (REPO / "slca_verl" / "toolcall").glob("*.py"):
-        above = {m for m in _imports(path) if m.split(".")[0] in ("verl", "slca_verl", "data_prep")}
-        assert above <= {"slca_verl.toolcall", "slca_verl.toolcall.hermes", "verl.experimental.agent_loop.tool_parser",
-                         "verl.tools.schemas"}, (path.name, above)  # fmt: skip
+        above = {m for m in _imports(path) if m.split(".")[0] in ("verl", "slca_verl", "data_prep")
+                 and m != "slca_verl.toolcall" and not m.startswith("slca_verl.toolcall.")}  # fmt: skip
+        assert above <= {"verl.experimental.agent_loop.tool_parser", "verl.tools.schemas"}, (path.name, above)
 
 
 def test_the_gold_forms_are_defined_once_for_data_prep_and_hierr():
@@ -81,3 +81,15 @@ def test_the_gold_forms_are_defined_once_for_data_prep_and_hierr():
     from slca_verl.toolcall.rows import GOLD_FORMS
 
     assert written is scored is GOLD_FORMS == ("nested", "flat", "names")
+
+
+def test_one_truncation_for_the_library_cuts_as_verl_and_says_how_much():
+    from slca_verl.toolcall.text import truncate
+
+    text = "abcdefghij"  # 10 characters
+    assert truncate(text, 10) == text and truncate(text, 0) == text
+    assert truncate(text, 4) == "ab...(truncated)...ij"  # verl's ToolAgentLoop: half of the limit on each side
+    assert truncate(text, 4, "left") == "(truncated)...ghij"
+    assert truncate(text, 4, "right") == "abcd...(truncated)"
+    assert truncate(text, 4, marker="[{cut} cut]") == "ab[6 cut]ij"
+    assert truncate(text, 1, marker="|") == "a|j"  # never text[-0:], which would keep the whole text

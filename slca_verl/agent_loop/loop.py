@@ -52,10 +52,10 @@ from slca_verl.agent_loop.tools import (
     get_sgls_tool,
     row_tool_schemas,
     tool_names,
-    truncate,
 )
 from slca_verl.segments import SUMMARY, TOOL
 from slca_verl.toolcall.formats import get_format
+from slca_verl.toolcall.text import truncate
 
 logger = logging.getLogger(__name__)
 

@@ -148,13 +148,3 @@ def get_sgls_tool(sgls: dict | None = None, sgls_config_path: str | None = None,
         return tool
 
 
-def truncate(text: str, limit: int, side: str) -> str:
-    """Cut a tool response to ``limit`` characters as verl's ToolAgentLoop does (left / right / middle)."""
-    if not limit or limit <= 0 or len(text) <= limit:
-        return text
-    if side == "left":
-        return "(truncated)..." + text[-limit:]
-    if side == "right":
-        return text[:limit] + "...(truncated)"
-    half = limit // 2
-    return text[:half] + "...(truncated)..." + text[-half:]

@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 
 from slca_verl.rewards.parsing import strip_think
 from slca_verl.sgls.prompt import fence_tag, fenced
+from slca_verl.toolcall.text import truncate
 
 logger = logging.getLogger(__name__)
 
@@ -199,10 +200,7 @@ def _level(word: str) -> int:
 
 def truncate_middle(text: str, max_chars: int) -> str:
     """Keep the head and tail of an over-long text, with a marker saying how much was cut."""
-    if len(text) <= max_chars:
-        return text
-    half = max(1, max_chars // 2)
-    return f"{text[:half]}\n…[{len(text) - 2 * half} characters cut]…\n{text[-half:]}"
+    return truncate(text, max_chars, marker="\n…[{cut} characters cut]…\n")
 
 
 def build_messages(question: str, tool_responses: list[str], reply: str, max_chars: int, key: str = "") -> list[dict]:

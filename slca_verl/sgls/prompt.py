@@ -19,6 +19,7 @@ import re
 import secrets
 from typing import Any
 
+from ..toolcall.text import truncate
 from .schema import NormalisedTool, json_problem
 
 SYSTEM_PROMPT = (
@@ -87,10 +88,7 @@ def _dumps(value: Any) -> str:
 
 
 def _short(text: str, limit: int) -> str:
-    if limit <= 0 or len(text) <= limit:
-        return text
-    half = limit // 2
-    return text[:half] + " … " + text[-half:]
+    return truncate(text, limit, marker=" … ")
 
 
 _SECTIONS: dict[str, str] = {}

@@ -33,6 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..toolcall.text import truncate
 from .backend import SimulatorFailure
 from .cache import ResponseCache, cache_key
 from .client import latency_summary
@@ -65,13 +66,6 @@ class SimResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-def _cut_middle(text: str, limit: int) -> str:
-    if limit <= 0 or len(text) <= limit:
-        return text
-    half = limit // 2
-    return text[:half] + "...(truncated)..." + text[-half:]
 
 
 def simulator_error_body(kind: str, message: str) -> dict:
@@ -241,7 +235,7 @@ class Simulator:
             self._count({"hit": "cache_hits", "coalesced": "cache_coalesced", "miss": "cache_misses"}[how])
         if status == "simulator_error":
             self._count("simulator_errors")
-        text = _cut_middle(scrub_text(text), self.config.max_response_chars)
+        text = truncate(scrub_text(text), self.config.max_response_chars)
         return self._done(t0, SimResult(text, status, {**meta, "cached": how}))
 
     def metrics(self) -> dict:

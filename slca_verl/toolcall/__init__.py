@@ -1,10 +1,16 @@
 """The bottom layer of the library: how tool calls are written, and the rows they travel in.
 
 - :mod:`slca_verl.toolcall.hermes`: the hermes format (``<tool_call>`` JSON blocks; the tools listed in ``<tools>``
-  in the system prompt), rendered in one place for data preparation, the CPU model's warm-up and evaluation;
+  in the system prompt), rendered in one place for data preparation, the CPU model's warm-up and evaluation, and
+  read in one place for the agent loop and HierR;
+- :mod:`slca_verl.toolcall.formats`: every other tool-call format verl registers, read through verl's own parsers;
+- :mod:`slca_verl.toolcall.schema`: the one tool-schema normaliser (strict for data preparation, tolerant for the
+  simulator);
+- :mod:`slca_verl.toolcall.text`: cutting over-long text to a budget;
 - :mod:`slca_verl.toolcall.limits`: the JSON bounds every reader of untrusted text applies (nesting depth, integer
   length, non-finite numbers, lone surrogates);
 - :mod:`slca_verl.toolcall.rows`: reading parquet cells back into Python values, and writing SFT parquet files.
 
-Nothing here imports verl, the rest of the library or the data-preparation scripts; they all stand on it.
+Nothing here imports the rest of the library or the data-preparation scripts (``formats`` alone imports verl's
+parser registry and tool schema model); they all stand on it.
 """
