@@ -162,7 +162,7 @@ def invalid(body):
 
 def test_non_json_tool_calls_score_zero_format_with_a_reason():
     out = invalid("get weather for Paris")
-    assert out["fmt"] == 0.0 and out["num_calls"] == 0 and "not JSON" in out["reason"]
+    assert out["fmt"] == 0.0 and out["num_calls"] == 0 and "not valid JSON" in out["reason"]  # the loop's words too
     # a call that does not parse is not a call: the no-call penalty, never more than making no call
     assert out["no_call"] == 1 and out["r_tool"] == 0.0 and out["score"] == -0.5
 
@@ -170,7 +170,7 @@ def test_non_json_tool_calls_score_zero_format_with_a_reason():
 def test_an_array_of_non_objects_is_an_invalid_block():
     out = invalid("[1, 2, 3]")
     assert out["fmt"] == 0.0 and "not an object" in out["reason"]
-    assert "JSON is str" in invalid('"weather"')["reason"]
+    assert "holds a JSON str" in invalid('"weather"')["reason"]
 
 
 def test_an_unknown_tool_invalidates_its_block():

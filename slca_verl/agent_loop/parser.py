@@ -10,7 +10,7 @@ log line, so the episode ends as if the model had answered without a call. This 
 
 It turns every block it cannot read into a :class:`ParsedCall` with ``error`` set, so the agent loop answers it with
 the parse error as the tool response and the episode continues (the policy sees what it did wrong). Each call
-object is read by :func:`slca_verl.rewards.parsing.read_call`, the rule HierR scores by, so what runs is what is
+block is read by :func:`slca_verl.toolcall.hermes.read_blocks`, the reader HierR scores by, so what runs is what is
 scored (``"arguments": null`` beside ``"parameters"`` runs the parameters; ``"arguments": ""`` runs ``{}``).
 
 Use it from any verl tool agent with ``actor_rollout_ref.rollout.multi_turn.format=slca_hermes``; ``slca_tool_agent``
@@ -30,8 +30,8 @@ from verl.experimental.agent_loop.tool_parser import (
 )
 from verl.utils.ray_utils import get_event_loop
 
-from slca_verl.rewards.parsing import CLOSE_TAG, OPEN_TAG, find_blocks, read_call, strip_think
 from slca_verl.toolcall.formats import openai_tools
+from slca_verl.toolcall.hermes import CLOSE_TAG, OPEN_TAG, read_blocks, strip_think
 
 logger = logging.getLogger(__name__)
 
@@ -54,16 +54,15 @@ def parse_hermes_calls(text: str) -> tuple[str, list[ParsedCall]]:
     visible = strip_think(text)
     if OPEN_TAG not in visible and CLOSE_TAG not in visible:
         return text, []
+    blocks = read_blocks(visible, None, accept_string_arguments=True)  # HierR's block reader, so both see one call
     calls: list[ParsedCall] = []
-    blocks = find_blocks(visible, OPEN_TAG, CLOSE_TAG)
-    for _, _, body in blocks:
-        calls.extend(_parse_block(body))
+    for _, _, block, err in blocks:  # one bad call spoils its block, as in HierR: nothing of it runs or is scored
+        calls.extend([_error(err)] if err else
+                     [ParsedCall(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in block])
     unmatched = max(visible.count(OPEN_TAG), visible.count(CLOSE_TAG)) - len(blocks)
-    calls.extend(
-        ParsedCall(name="", arguments="", error=f"unmatched {OPEN_TAG} / {CLOSE_TAG} tag") for _ in range(unmatched)
-    )
+    calls.extend(_error(f"unmatched {OPEN_TAG} / {CLOSE_TAG} tag") for _ in range(unmatched))
     content, pos = [], 0
-    for start, end, _ in blocks:
+    for start, end, _, _ in blocks:
         content.append(visible[pos:start])
         pos = end
     content.append(visible[pos:])
@@ -72,27 +71,6 @@ def parse_hermes_calls(text: str) -> tuple[str, list[ParsedCall]]:
 
 def _error(message: str) -> ParsedCall:
     return ParsedCall(name="", arguments="", error=message)
-
-
-def _parse_block(body: str) -> list[ParsedCall]:
-    body = body.strip()
-    if not body:
-        return [_error("empty <tool_call> block")]
-    try:
-        parsed: Any = json.loads(body)
-    except (ValueError, RecursionError) as e:
-        return [_error(f"the <tool_call> block is not valid JSON ({e})")]
-    objs = [parsed] if isinstance(parsed, dict) else parsed if isinstance(parsed, list) and parsed else None
-    if objs is None:
-        return [_error(f"the <tool_call> block holds a JSON {type(parsed).__name__}, "
-                       "not an object or a list of objects")]
-    out = []
-    for obj in objs:
-        call, err = read_call(obj, accept_string_arguments=True)  # the rule HierR scores by, so both see one call
-        if err:  # one bad call spoils its block, as in HierR: nothing of it runs, so nothing of it is scored
-            return [_error(err)]
-        out.append(ParsedCall(name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False)))
-    return out
 
 
 @ToolParser.register(PARSER_NAME)

@@ -153,8 +153,7 @@ def parse_tool_calls(
     absent or null means ``{}``). With ``accept_string_arguments`` a JSON-encoded string of an object is decoded.
     """
     out = ParsedCalls(open_tags=text.count(OPEN_TAG), close_tags=text.count(CLOSE_TAG))
-    for _, _, body in find_blocks(text, OPEN_TAG, CLOSE_TAG):
-        calls, err = _parse_block(body, allowed_tools, accept_string_arguments)
+    for _, _, calls, err in read_blocks(text, allowed_tools, accept_string_arguments=accept_string_arguments):
         if err:
             out.errors.append(err)
         else:
@@ -192,17 +191,27 @@ def merge_turns(turns: list[ParsedCalls], steps: bool = False) -> ParsedCalls:
     return merged
 
 
+def read_blocks(
+    text: str, allowed_tools: set[str] | None, *, accept_string_arguments: bool = False
+) -> list[tuple[int, int, list[ToolCall], str]]:
+    """``(start, end, calls, error)`` of each ``<tool_call>`` block of ``text``, in order: its calls and "", or no
+    call and the reason, worded for the policy (the agent loop sends it back as the tool response). The one block
+    reader behind :func:`parse_tool_calls` (HierR) and the agent loop's parser."""
+    return [(start, end, *_parse_block(body, allowed_tools, accept_string_arguments))
+            for start, end, body in find_blocks(text, OPEN_TAG, CLOSE_TAG)]  # fmt: skip
+
+
 def _parse_block(body: str, allowed: set[str] | None, accept_string_arguments: bool) -> tuple[list[ToolCall], str]:
     body = body.strip()
     if not body:
-        return [], "empty tool_call block"
+        return [], "empty <tool_call> block"
     try:
         parsed = json.loads(body)
     except (ValueError, RecursionError) as e:
-        return [], f"tool_call is not JSON ({type(e).__name__})"
+        return [], f"the <tool_call> block is not valid JSON ({str(e)[:200]})"
     objs = [parsed] if isinstance(parsed, dict) else parsed if isinstance(parsed, list) else None
     if not objs:
-        return [], f"tool_call JSON is {type(parsed).__name__}, not an object or a list of objects"
+        return [], f"the <tool_call> block holds a JSON {type(parsed).__name__}, not an object or a list of objects"
     calls = []
     for obj in objs:
         call, err = read_call(obj, accept_string_arguments=accept_string_arguments)
