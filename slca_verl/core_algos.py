@@ -24,7 +24,7 @@ import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 from verl.utils.groupwise import as_torch_index
 
-from slca_verl import fused, segments
+from slca_verl import fused, segments, turn_credit
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
 
 
 SLCA_DEFAULTS = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6, "abstention_credit": False,
-                 "kernel": ("auto", "torch")}
+                 "kernel": ("auto", "torch"), "credit": ("segment", "turn")}
 
 
 def slca_settings(config: Any) -> dict:
@@ -157,6 +157,10 @@ def slca_settings(config: Any) -> dict:
     the token where the policy chose to answer instead of calling — as that rollout's tool segment, and the ``slca``
     layout puts the rollout's r_tool there. The rollout then takes part in the tool normalisation and its execution
     advantage lands on that decision token (docs/credit_assignment.md, "Abstention").
+
+    ``credit``: ``segment`` (default, the paper's) gives all tool tokens of a response one execution advantage;
+    ``turn`` gives each tool turn its own, against a baseline that does not depend on when a response stopped
+    (:mod:`slca_verl.turn_credit`; with the ``slca_turns`` reward layout, which puts each turn's step reward on it).
     """
     return estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
 
@@ -396,6 +400,22 @@ def _segment_advantages(
     return a_tool, a_sum
 
 
+def _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg) -> torch.Tensor:
+    """``credit=turn``: per-turn execution credit where a group has multi-turn responses
+    (:func:`slca_verl.turn_credit.per_turn_advantages`); the segment mode's advantages unchanged otherwise."""
+    if cfg["credit"] != "turn":
+        return advantages
+    if segment_ids is None:
+        tool, summary = segments.segment_masks_from_response_mask(response_mask)
+    else:
+        tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
+    gidx, num_groups = group_index(index, advantages.device)
+    stats = _STATS.get()
+    return turn_credit.per_turn_advantages(
+        advantages, token_level_rewards, tool.bool(), summary.bool(), gidx, num_groups, group_zscore, cfg["epsilon"],
+        cfg["norm_adv_by_std_in_grpo"], cfg["lambda_tool"], record=stats.update if stats is not None else None)
+
+
 @register_adv_est("slca_grpo")
 def compute_slca_grpo_advantage(
     token_level_rewards: torch.Tensor,
@@ -457,6 +477,7 @@ def compute_slca_grpo_advantage(
     if module is not None:
         with torch.no_grad():
             advantages = _fused_advantages(module, token_level_rewards, response_mask, index, segment_ids, cfg)
+            advantages = _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg)
         return advantages, advantages
 
     with torch.no_grad():
@@ -516,5 +537,6 @@ def compute_slca_grpo_advantage(
             # (mul + add_ rather than addcmul: out-of-place addcmul with broadcast operands is ~5x slower on CPU)
             v.mul_(torch.mul(v, h_sum[a:b], out=sum_buf[: b - a]).add_(h_diff[a:b]))
         advantages = advantages.to(advantage_dtype(token_level_rewards, response_mask))  # never truncated to int
+        advantages = _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg)
     return advantages, advantages
 
