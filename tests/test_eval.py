@@ -183,6 +183,19 @@ def test_tau2_per_trial_pass_1_is_each_trials_own_success_rate():
     assert tau2.pass_hat_k(s, 1) == pytest.approx(sum(tau2.per_trial_pass_1(s).values()) / 4)  # their mean is Pass^1
 
 
+def test_tau2_failed_samples_are_counted_and_scored_zero():
+    """tau2 --skip-failed-samples keeps a simulation that raised as a record with ``skipped`` and reward 0."""
+    s = sims([1, 1], [1, 0])
+    s[1] = {"task_id": 0, "trial": 1, "skipped": True, "reward_info": {"reward": 0.0}, "messages": []}
+    assert tau2.failed_samples(s) == 1 and tau2.failed_samples(sims([1], [0])) == 0
+    assert tau2.pass_hat_k(s, 1) == pytest.approx((1 / 2 + 1 / 2) / 2)
+    result = {"agent_model": "policy", "user_model": "u", "user_base_url": "http://127.0.0.1:1/v1", "num_trials": 2,
+              "seed": 300, "ks": [1], "domains": {"mock": {"n_simulations": 4, "n_failed": 1, "pass^1": 0.5,
+                                                             "per_trial_pass^1": {"0": 1.0, "1": 0.0}}}}  # fmt: skip
+    header, _, row = tau2.table(result).splitlines()[:3]
+    assert "failed (scored 0)" in header and row.split("|")[3].strip() == "1"
+
+
 def test_tau2_cli_explains_how_to_install_the_extra_when_absent(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(tau2.shutil, "which", lambda name: None)  # no tau2 on PATH
     code = tau2.main(["--agent_base_url", "http://x/v1", "--user_base_url", "http://y/v1", "--out_dir", str(tmp_path)])

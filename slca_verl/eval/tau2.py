@@ -13,7 +13,8 @@ imported lazily: without the extra this module still imports, and :func:`require
 Pass^k (tau-bench): for a task with n trials of which c succeeded (reward 1), C(c, k) / C(n, k); averaged over tasks.
 The report also gives each trial's own success rate (``per_trial_pass^1``: the trials are separate passes over the
 tasks, so their min-max is the run-to-run spread a single-trial run would show), the user simulator it ran against
-and tau2's seed.
+and tau2's seed. A simulation tau2 cannot finish (an exception inside it, e.g. a user simulator's empty reply) is
+kept as a failed sample with reward 0 and counted in ``n_failed``: one bad conversation never aborts the run.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ def per_trial_pass_1(simulations: Sequence[dict]) -> dict[str, float]:
     return {t: sum(v) / len(v) for t, v in sorted(by_trial.items())}
 
 
+def failed_samples(simulations: Sequence[dict]) -> int:
+    """How many of tau^2's records are samples its run could not finish (``skipped``: an exception in the
+    simulation, scored 0 by tau2 and so by :func:`pass_hat_k`)."""
+    return sum(bool(s.get("skipped")) for s in simulations)
+
+
 def read_key(path: str | None) -> str | None:
     """The API key in ``path`` (stripped), or None without a path.
 
@@ -117,6 +124,9 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
         "--user-llm-args", llm_args(args.user_base_url, 0.0, max_tokens_arg(args.max_tokens)),
         "--num-trials", str(args.num_trials), "--max-concurrency", str(args.max_concurrency), "--save-to", save_to,
         "--seed", str(args.seed),
+        # a simulation that raises (a user simulator's empty reply fails tau2's message validation) is recorded as a
+        # failed sample with reward 0 instead of aborting the domain's whole run; failed_samples() counts them
+        "--skip-failed-samples",
         # results in the run's own work dir: tau2 would otherwise write into its package's data folder and, finding
         # a file of the same name there, resume an earlier run instead of starting a new one
         "--results-dir", workdir,
@@ -144,10 +154,10 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
 
 def table(result: dict) -> str:
     ks = result["ks"]
-    rows = [[d, v["n_simulations"], *[100.0 * v[f"pass^{k}"] for k in ks],
+    rows = [[d, v["n_simulations"], v["n_failed"], *[100.0 * v[f"pass^{k}"] for k in ks],
              f"{100.0 * min(v['per_trial_pass^1'].values()):.1f}-{100.0 * max(v['per_trial_pass^1'].values()):.1f}"]
             for d, v in result["domains"].items()]  # fmt: skip
-    header = ["domain", "simulations", *[f"Pass^{k} (%)" for k in ks], "Pass^1 per trial, min-max (%)"]
+    header = ["domain", "simulations", "failed (scored 0)", *[f"Pass^{k} (%)" for k in ks], "Pass^1 per trial, min-max (%)"]
     return markdown_table(header, rows) + (
         f"\nAgent `{result['agent_model']}`, user simulator `{result['user_model']}` at {result['user_base_url']}, "
         f"{result['num_trials']} trials, tau2 seed {result['seed']}.\n")
@@ -187,7 +197,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tau2_") as workdir:
         for domain in args.domains.split(","):
             sims = run_domain(domain, args, workdir)
-            result["domains"][domain] = {"n_simulations": len(sims), **{f"pass^{k}": pass_hat_k(sims, k) for k in ks},
+            failed = failed_samples(sims)
+            if failed:
+                logger.warning("tau2: %d of %d simulations of %s raised and are scored 0 (tau2's log says why)",
+                               failed, len(sims), domain)
+            result["domains"][domain] = {"n_simulations": len(sims), "n_failed": failed,
+                                         **{f"pass^{k}": pass_hat_k(sims, k) for k in ks},
                                          "per_trial_pass^1": per_trial_pass_1(sims)}
     json_path, md_path = write_report(args.out_dir, "tau2", result, table(result))
     logger.info("tau2: %s -> %s, %s", result["domains"], json_path, md_path)

@@ -82,6 +82,6 @@ def test_eval_tau2_runs_the_mock_domain_with_the_checkpoint_as_agent(checkpoint,
                     TAU2_BIN=tau2_bin())
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     result = json.loads((tmp_path / "tau2.json").read_text())
-    assert result["domains"]["mock"]["n_simulations"] == 1
+    assert result["domains"]["mock"]["n_simulations"] == 1 and result["domains"]["mock"]["n_failed"] in (0, 1)
     assert 0.0 <= result["domains"]["mock"]["pass^1"] <= 1.0
     assert result["agent_model"] == "policy" and result["user_model"] == model
