@@ -105,10 +105,14 @@ def check_ppo(cfg) -> dict:
         from slca_verl.reward_layout import get_layout
 
         layout = entry.get("reward_layout", "slca")
+        per_turn = estimator == "slca_grpo" and (algo.get("slca") or {}).get("credit") == "turn"
+        if per_turn and layout == "slca":  # what slca_tool_agent does with +algorithm.slca.credit=turn
+            layout = "slca_turns"
         get_layout(layout)
         if layout != "scalar" and not cfg.trainer.use_v1:
             raise ValueError(f"reward layout '{layout}' needs the v1 trainer; the legacy trainer sees one scalar")
-        expected = {"slca_grpo": "slca", "toolpo": "toolpo", "rltr": "rltr"}.get(estimator, "scalar")
+        expected = {"slca_grpo": "slca_turns" if per_turn else "slca", "toolpo": "toolpo",
+                    "rltr": "rltr"}.get(estimator, "scalar")  # fmt: skip
         if layout != expected:
             raise ValueError(
                 f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'"

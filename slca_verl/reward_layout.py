@@ -9,6 +9,8 @@ response tokens so that an estimator can recover them by summing over segments:
     ``score`` (what plain ``grpo`` would see). Faithful to the authors, a component whose segment is absent is not
     placed: a rollout without tool calls contributes no execution reward, one cut before its summary no preference
     reward (the dropped amount is returned so the agent loop can report it).
+``slca_turns`` (for ``slca_grpo`` with ``algorithm.slca.credit=turn``)
+    each tool turn's step reward (HierR's ``step_rewards``) on that turn's last token, ``r_sum`` as in ``slca``.
 ``scalar`` (for ``grpo``, ``grpo_vectorized``, ``gdpo`` ...)
     ``score`` on the last trained token, as verl's own agent loop does (verl puts it on the very last response token,
     which after a cut can be an observation token with response_mask 0; the last trained token is the one the
@@ -23,6 +25,7 @@ A layout is ``fn(segment_ids, reward) -> (rm_scores, dropped)`` with ``segment_i
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Callable
 
@@ -95,6 +98,46 @@ def slca_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, 
     dropped = place(rm, last_index(segment_ids, TOOL), reward["r_tool"])
     dropped += place(rm, last_index(segment_ids, SUMMARY), reward["r_sum"])
     return rm, dropped
+
+
+def tool_runs(segment_ids: torch.Tensor) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of TOOL ids, in order: the tool turns (every tool turn is followed by its tool
+    response, so two turns never touch)."""
+    tool = (segment_ids == TOOL).to(torch.int8)
+    edges = torch.diff(torch.cat([torch.zeros(1, dtype=torch.int8), tool, torch.zeros(1, dtype=torch.int8)]))
+    starts, ends = (edges == 1).nonzero().flatten().tolist(), (edges == -1).nonzero().flatten().tolist()
+    return list(zip(starts, ends))
+
+
+def step_reward_list(reward: dict) -> list[float] | None:
+    """HierR's ``step_rewards`` (a JSON list) as finite floats; None when the reward has none or it is unreadable."""
+    raw = reward.get("step_rewards")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            return None
+    if not isinstance(raw, (list, tuple)) or not raw:
+        return None
+    return [finite_number(v) for v in raw]
+
+
+@register_layout("slca_turns")
+def slca_turns_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, float]:
+    """For ``slca_grpo``'s ``credit=turn``: HierR's ``step_rewards[k]`` -> the last token of tool turn k, r_sum -> the
+    end of the summary. Without step rewards (a reward that has none, a rollout whose only tool token is the
+    abstention decision) this is the ``slca`` layout; step rewards beyond the rollout's tool turns are dropped (and
+    counted)."""
+    steps = step_reward_list(reward)
+    runs = tool_runs(segment_ids)
+    if steps is None or not runs:
+        return slca_layout(segment_ids, reward)
+    rm = torch.zeros(len(segment_ids), dtype=torch.float32)
+    dropped = sum(steps[len(runs):])
+    for (_, end), r in zip(runs, steps):
+        place(rm, end - 1, r)
+    dropped += place(rm, last_index(segment_ids, SUMMARY), reward["r_sum"])
+    return rm, float(dropped)
 
 
 @register_layout("scalar")

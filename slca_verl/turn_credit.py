@@ -76,11 +76,13 @@ def per_turn_advantages(segment_adv, rewards, tool, summary, gidx, num_groups, z
     turn = turn_index(tool)  # (bs, L)
     n_turns = turn.amax(dim=-1) if turn.numel() else torch.zeros(turn.shape[0], dtype=torch.long)  # (bs,) K_i
     horizon = int(n_turns.max()) if n_turns.numel() else 0
-    if horizon <= 1:
-        if record is not None and bool((n_turns > 0).any()):
-            record({"slca/turns/mean": float(n_turns[n_turns > 0].float().mean()), "slca/stop_adv/mean": 0.0})
+    r = turn_rewards(rewards.to(torch.float32), turn, max(horizon, 1))  # (bs, H), 0 past K_i: the padded r~
+    if horizon <= 1:  # single-step groups only: the segment mode's advantages, its A^tool the turn's advantage
+        if record is not None:
+            t = tool.to(torch.float32)
+            a_one = (segment_adv.float() * t).sum(-1, keepdim=True) / t.sum(-1, keepdim=True).clamp_min(1.0)
+            record(_turn_stats(r, a_one, n_turns, n_turns > 0, torch.zeros_like(r[:, 0])))
         return segment_adv
-    r = turn_rewards(rewards.to(torch.float32), turn, horizon)  # (bs, H), 0 past K_i: the padded r~
     bs = r.shape[0]
     has_tool = n_turns > 0
     cols = torch.arange(horizon, device=r.device)

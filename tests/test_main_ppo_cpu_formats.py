@@ -28,3 +28,19 @@ def test_the_cpu_main_job_trains_in_another_tool_call_format(tool_format, tmp_pa
         assert m["reward_extra/num_calls/mean"] > 0.5 and m["reward_extra/r_tool/mean"] > 0.5
         assert m["slca/tool_tokens/mean"] > 0 and m["slca/summary_tokens/mean"] > 0
     assert os.path.isdir(os.path.join(out_dir, f"global_step_{STEPS}"))
+
+
+def test_the_cpu_main_job_trains_with_per_turn_credit(tmp_path):
+    """``+algorithm.slca.credit=turn`` (one override): slca_tool_agent switches to the slca_turns layout, HierR's
+    per-step rewards reach the estimator through TransferQueue and slca_sync, and the per-turn metrics are logged
+    (the tiny task's episodes are single-step: the mode's own arithmetic is tests/test_turn_credit.py's)."""
+    proc, out_dir = run_recipe(str(tmp_path), VAL_BEFORE_TRAIN="false", TEST_FREQ="-1",
+                               args=("+algorithm.slca.credit=turn",))  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    metrics = read_metrics(out_dir)
+    assert sorted(metrics) == list(range(1, STEPS + 1))
+    for m in metrics.values():
+        assert m["slca/turns/mean"] >= 1.0  # only the per-turn mode logs it
+        assert m["slca/turn1/reward_mean"] > 0  # HierR's step reward of the first turn, placed on that turn
+        assert m["slca/tool_tokens/mean"] > 0 and m["slca/summary_tokens/mean"] > 0

@@ -230,6 +230,14 @@ def test_the_slca_recipe_composes_with_another_tool_call_format_by_one_override(
     assert summary["agent_loop"] == "slca_tool_agent"
 
 
+def test_the_slca_recipe_composes_per_turn_credit_by_one_override(composed):
+    base = composed["run_qwen7b_slca.sh"][0]
+    cfg, summary = compose_check.check(compose_check.PPO, [*base, "+algorithm.slca.credit=turn"])
+    assert cfg.algorithm.slca.credit == "turn" and summary["reward_layout"] == "slca_turns"
+    with pytest.raises(ValueError, match="algorithm.slca.credit"):
+        compose_check.check(compose_check.PPO, [*base, "+algorithm.slca.credit=turns"])
+
+
 def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(composed):
     base = composed["run_qwen7b_toolpo.sh"][0]
     with pytest.raises(ValueError, match="reads the 'toolpo' reward layout; the agent loop writes 'slca'"):

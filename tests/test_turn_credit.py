@@ -124,5 +124,51 @@ def test_per_turn_statistics_reach_the_step_logs_and_a_typo_fails_at_start_up():
     assert math.isclose(stats["slca/turn2/reward_mean"], 0.5, rel_tol=1e-6)  # over A and C, the rows with a second turn
     assert math.isclose(stats["slca/turn1/reward_mean"], 2 / 3, rel_tol=1e-6)
     assert stats["slca/stop_adv/mean"] < 0  # B's stopping credit, averaged over the three rows
+    # a single-step batch logs the same keys: turn 1's reward and advantage are the segment mode's r^tool and A^tool
+    ids, rewards, mask = batch([row([1.0], 0.5), row([0.0], 0.5)])
+    with collect_segment_stats() as stats:
+        adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0, 0]), TURN, segment_ids=ids)
+    assert math.isclose(stats["slca/turn1/reward_mean"], 0.5, rel_tol=1e-6) and stats["slca/turns/mean"] == 1.0
+    assert math.isclose(stats["slca/turn1/adv_mean"], float(adv[ids == TOOL].mean()), abs_tol=1e-6)
+    assert float(adv[0][ids[0] == TOOL][0]) > 0 > float(adv[1][ids[1] == TOOL][0]) and stats["slca/stop_adv/mean"] == 0
     with pytest.raises(ValueError, match="algorithm.slca.credit"):
         compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), {"slca": {"credit": "turns"}}, segment_ids=ids)
+
+
+# ---------------------------------------------------------------------------------------------- the trainer path
+
+GOLD2 = [[{"name": "get_weather", "arguments": {"city": "Paris"}}], [{"name": "book", "arguments": {"city": "Paris"}}]]
+GT2 = {"allowed_tools": ["get_weather", "book"], "gold_tool_calls": GOLD2, "question_content": "Weather, then book."}
+
+
+def call(name, city):
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {{"city": "{city}"}}}}\n</tool_call>'
+
+
+def test_hierr_scores_each_tool_turn_against_the_gold_step_it_answers():
+    import json
+
+    from slca_verl.rewards.hierr import score_trajectory_sync
+
+    turns = [call("get_weather", "Paris"), call("book", "Lyon"), call("book", "Paris"), "Booked."]
+    out = score_trajectory_sync(turns, ["{}", "{}", "{}"], GT2)
+    # step 1 right (1.0); step 2 right tool, wrong city: 0.10 fmt + 0.25 name + 0.15 key + 0 value + 0.30 parallel;
+    # a third call answers no gold step: reward_kwargs.extra_step_reward (default -0.25, what a wrong name costs)
+    assert json.loads(out["step_rewards"]) == [1.0, 0.8, -0.25]
+    flat = {**GT2, "gold_tool_calls": [c for s in GOLD2 for c in s], "gold_format": "flat"}
+    broken = ["<tool_call>\nnot json\n</tool_call>", call("book", "Paris"), "Done."]
+    assert json.loads(score_trajectory_sync(broken, ["err", "{}"], flat)["step_rewards"]) == [0.0, 1.0]  # validity
+    none = {**GT2, "gold_tool_calls": []}
+    assert json.loads(score_trajectory_sync([call("book", "Paris"), "Hi."], ["{}"], none)["step_rewards"]) == [0.0]
+
+
+def test_the_turns_layout_puts_each_step_reward_on_its_turn():
+    from slca_verl.reward_layout import get_layout
+
+    ids = torch.tensor([TOOL, TOOL, OBSERVATION, TOOL, OBSERVATION, SUMMARY, SUMMARY], dtype=torch.int8)
+    rm, dropped = get_layout("slca_turns")(ids, {"step_rewards": "[0.5, 0.25, 0.75]", "r_tool": 9.0, "r_sum": 0.4})
+    assert rm.tolist() == [0.0, 0.5, 0.0, 0.25, 0.0, 0.0, pytest.approx(0.4)]
+    assert dropped == 0.75  # a step reward with no turn to go to is counted, not placed
+    # without step rewards (another reward, or an abstention decision token) it is the slca layout
+    rm, _ = get_layout("slca_turns")(ids, {"step_rewards": "", "r_tool": 0.9, "r_sum": 0.4})
+    assert rm.tolist() == [0.0, 0.0, 0.0, pytest.approx(0.9), 0.0, 0.0, pytest.approx(0.4)]

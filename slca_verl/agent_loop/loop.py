@@ -190,6 +190,10 @@ class SLCAToolAgentLoop(ToolAgentLoop):
             self.tool_parser = SLCAHermesToolParser(self.tokenizer)
         elif self.call_format.name != "hermes":  # verl's parser of that format, with this project's checks on top
             self.tool_parser = FormatToolParser(self.tokenizer, self.call_format, self.tool_parser)
+        # +algorithm.slca.credit=turn: the estimator's per-turn mode needs each turn's step reward on that turn
+        if reward_layout == "slca" and OmegaConf.select(self.config, "algorithm.slca.credit", default=None) == "turn":
+            reward_layout = "slca_turns"
+            logger.info("%s: reward layout slca_turns (algorithm.slca.credit=turn)", AGENT_NAME)
         resolve_layout(reward_layout)  # an unknown name fails here, not after the first rollout
         check_reward_config(self.config, reward_layout)
         self.reward_layout = reward_layout

@@ -107,7 +107,7 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
         (no preference reward, no advantage, outside the group's summary statistics); otherwise ``ids`` as given."""
         info = self.extra_fields.get("reward_extra_info") or {}
         failed = finite_number(info.get("judge_failed", 0)) != 0
-        if self.reward_layout != "slca" or not failed or not bool((ids == SUMMARY).any()):
+        if self.reward_layout not in ("slca", "slca_turns") or not failed or not bool((ids == SUMMARY).any()):
             return ids, False
         return torch.where(ids == SUMMARY, torch.full_like(ids, OBSERVATION), ids), True
 

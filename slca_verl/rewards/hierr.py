@@ -48,6 +48,7 @@ Example (the agent loop knows its turns, so it skips re-parsing decoded text)::
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from collections import Counter
@@ -72,7 +73,7 @@ from slca_verl.rewards.parsing import (
     strip_think,
 )
 from slca_verl.toolcall.formats import get_format
-from slca_verl.toolcall.hermes import merge_turns
+from slca_verl.toolcall.hermes import merge_turns, parse_tool_calls
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,9 @@ class HierRConfig:
     w_tool: float = 1.0
     w_sum: float = 1.0
     no_call_penalty: float = -0.5
+    # credit=turn: the step reward of a tool turn past the gold's last step (a call the gold does not need costs what
+    # a wrong tool name costs, so calling on after the task is done never beats stopping)
+    extra_step_reward: float = -0.25
     min_reply_chars: int = 10
     success_tau: float = 0.9
     accept_string_arguments: bool = False
@@ -202,6 +206,45 @@ async def parse_turns_in_format(assistant_texts: list[str], call_format: str, al
     return merge_turns(turns, steps=True)
 
 
+async def turn_parses(assistant_texts: list[str], call_format: str, allowed: set[str] | None,
+                      accept_string_arguments: bool, tools: Any = None,
+                      parsed_turns: list | None = None) -> list[ParsedCalls]:  # fmt: skip
+    """Each assistant turn's own parse, read as the loop reads it (``<think>`` stripped per turn; the loop's records
+    for non-hermes formats when it sent them)."""
+    if parsed_turns is not None and call_format != "hermes":
+        return [parsed_from_records([r], allowed) for r in parsed_turns]
+    if call_format != "hermes":
+        fmt = get_format(call_format)
+        return [await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
+                for t in assistant_texts]  # fmt: skip
+    return [parse_tool_calls(strip_think(t), allowed, accept_string_arguments=accept_string_arguments)
+            for t in assistant_texts]  # fmt: skip
+
+
+def step_rewards(turns: list[ParsedCalls], gt, weights: ExecutionWeights,
+                 extra_step_reward: float = 0.0) -> list[float]:
+    """The execution reward of each tool turn (a turn with a call attempt), for ``slca_grpo``'s ``credit=turn``:
+
+    - nested gold: turn k's calls scored by the execution formula against gold step k alone (its five components
+      over that step: format, names, keys, values, parallel structure); a turn past the gold's last step scores
+      ``extra_step_reward`` (HierRConfig, default -0.25);
+    - flat or names-only gold (no step structure): the turn's call validity (``fmt``: valid blocks / tags);
+    - no gold calls (an irrelevance row): 0 for every call turn.
+    """
+    attempted = [t for t in turns if t.open_tags or t.close_tags or t.errors or t.calls]
+    if not gt.gold_calls:
+        return [0.0] * len(attempted)
+    if gt.gold_format != "nested":
+        return [execution_components(t, [])["fmt"] for t in attempted]
+    out = []
+    for k, turn in enumerate(attempted):
+        if k >= len(gt.gold_steps):
+            out.append(extra_step_reward)
+            continue
+        out.append(execution_reward(execution_components(turn, [gt.gold_steps[k]]), weights))
+    return out
+
+
 async def score_trajectory(
     assistant_texts: list[str],
     tool_responses: list[str],
@@ -265,6 +308,9 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     else:
         parsed = parse_turn_calls(assistant_texts, gt.allowed_tools,
                                   accept_string_arguments=cfg.accept_string_arguments)  # fmt: skip
+    per_step = step_rewards(await turn_parses(assistant_texts, call_format, gt.allowed_tools,
+                                              cfg.accept_string_arguments, gt.tool_schemas, parsed_turns),
+                            gt, cfg.weights, cfg.extra_step_reward)  # fmt: skip
     reasons += parsed.errors[:3] + (
         [f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else []
     )
@@ -283,6 +329,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     reply = final_reply(assistant_texts, call_format, last_attempted)
     if forged:  # tool output the policy wrote itself: scored as low as making no call, never judged
         comps = {k: 0.0 for k in comps}
+        per_step = [0.0] * len(per_step)
         floor = min(cfg.no_call_penalty, 0.0)
         r_tool, r_sum, score = 0.0, floor, floor
         reasons.append(f"{forged} tool-response run(s) not written by the environment")
@@ -328,6 +375,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
         **{k: float(v) for k, v in baselines.items()},
         "gold_invalid": 0,
         "gold_format": gt.gold_format,
+        "step_rewards": json.dumps([round(float(r), 6) for r in per_step]),
         "reason": "; ".join(dict.fromkeys(r for r in reasons if r))[:500],
     }
     return typed_row(row)
