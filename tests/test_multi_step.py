@@ -1,0 +1,83 @@
+"""benchmarks/multi_step.py: HierR scores each rendered turn against its gold step, the per-turn mode charges the
+rows that stopped where the per-turn-index comparator does not, and a short run of every method is finite and
+reproducible from its seed."""
+
+import asyncio
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import multi_step as MS  # noqa: E402  (the benchmark script under test)
+
+from slca_verl.core_algos import compute_slca_grpo_advantage  # noqa: E402
+from slca_verl.reward_layout import get_layout, step_reward_list  # noqa: E402
+from slca_verl.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
+from slca_verl.toolcall import hermes  # noqa: E402
+
+PROMPTS = MS.make_prompts()
+
+
+def score(p: int, calls: list[tuple[str, str]], word: str = "done") -> dict:
+    texts = [hermes.render_call(name, {"v": v}) for name, v in calls] + [word + "."]
+    judge = MS.WordJudge(MS.WORDS[PROMPTS[p]["word"]], 0.0)
+    return asyncio.run(MS.score_trajectory(texts, ["{}"] * len(calls), PROMPTS[p]["gt"], judge=judge))
+
+
+def test_each_turn_is_scored_against_the_gold_step_it_answers():
+    pr = PROMPTS[1]  # three steps
+    gold = [(MS.TOOLS[k], pr["args"][k]) for k in range(pr["steps"])]
+    assert step_reward_list(score(1, gold)) == pytest.approx([1.0, 1.0, 1.0])
+    wrong = [v for v in MS.VALUES if v != pr["args"][1]][0]
+    steps = step_reward_list(score(1, [gold[0], (gold[1][0], wrong), gold[2]]))
+    assert steps[0] == steps[2] == pytest.approx(1.0) and steps[1] < 1.0  # only the wrong step loses
+    extra = step_reward_list(score(1, gold + [("pay", "a")]))
+    assert extra[:3] == pytest.approx([1.0, 1.0, 1.0]) and extra[3] == pytest.approx(-0.25)
+
+
+def test_the_per_turn_mode_charges_a_row_that_stopped_and_the_comparator_does_not():
+    """Two rows of one group: A stops after a right first step, B also takes the right second step. The per-turn
+    mode's baseline of step 2 is the group's mean achievement (A counts 0), so A's decision token is charged; the
+    per-turn-index comparator normalises step 2 over B alone and leaves A's stop uncharged."""
+    rows = [([TOOL, TOOL, OBSERVATION, SUMMARY, SUMMARY], [0, 1.0, 0, 0, 0.5]),
+            ([TOOL, TOOL, OBSERVATION, TOOL, TOOL, OBSERVATION, SUMMARY, SUMMARY], [0, 1.0, 0, 0, 1.0, 0, 0, 0.5])]
+    L = max(len(i) for i, _ in rows)
+    ids = torch.full((2, L), OBSERVATION, dtype=torch.long)
+    rewards = torch.zeros(2, L)
+    for r, (i, rw) in enumerate(rows):
+        ids[r, : len(i)], rewards[r, : len(rw)] = torch.tensor(i), torch.tensor(rw)
+    mask = (ids != OBSERVATION).float()
+    index = np.array([0, 0])
+    per_turn, _ = compute_slca_grpo_advantage(rewards, mask, index, {"slca": {"credit": "turn"}}, segment_ids=ids)
+    comparator = MS.turn_index_advantages(rewards, mask, ids, index)
+    z = 0.5 / math.sqrt(0.5)  # (r - mean) / std over {0, 1}: unbiased std sqrt(0.5)
+    assert float(per_turn[0, 3]) == pytest.approx(-z, rel=1e-4)  # A's decision token: its skipped step 2
+    assert float(per_turn[1, 3]) == pytest.approx(z, rel=1e-4)  # B's step 2, above the group's mean achievement
+    assert float(comparator[0, 3]) == 0.0 and float(comparator[1, 3]) == 0.0  # B alone at step 2: no signal
+    assert float(per_turn[0, 0]) == float(per_turn[1, 0]) == 0.0  # equal first steps
+
+
+def test_the_turns_layout_of_a_sampled_episode_puts_one_step_reward_per_turn():
+    policy = MS.Policy()
+    ep = MS.sample_episode(policy, 1, torch.Generator().manual_seed(3))
+    reward = asyncio.run(MS.score_trajectory(ep["texts"], ["{}"] * ep["calls"], PROMPTS[1]["gt"],
+                                             judge=MS.WordJudge("done", 0.0)))  # fmt: skip
+    rm, dropped = get_layout("slca_turns")(torch.tensor(ep["ids"], dtype=torch.int8), reward)
+    ids = torch.tensor(ep["ids"])
+    steps = step_reward_list(reward) or []
+    assert len(steps) == ep["calls"] and dropped == 0.0
+    assert float(rm[ids == TOOL].sum()) == pytest.approx(sum(steps), abs=1e-6)
+    assert float(rm[ids == SUMMARY].sum()) == pytest.approx(reward["r_sum"], abs=1e-6)
+
+
+@pytest.mark.parametrize("method", list(MS.METHODS))
+def test_a_short_run_of_each_method_is_finite_and_reproducible(method):
+    a = MS.run(method, 5, 1.0, 3, 4, 0.05, 3, 0.5, PROMPTS)
+    b = MS.run(method, 5, 1.0, 3, 4, 0.05, 3, 0.5, PROMPTS)
+    assert a["p_gold"] == b["p_gold"] and a["turn_drift"] == b["turn_drift"]
+    assert 0.0 <= a["p_gold"] <= 1.0 and all(math.isfinite(a[f"step_acc_{k}"]) for k in (1, 2, 3))
+    assert a["steps_to_threshold"] == 4 and not a["reached"]  # 3 steps from a uniform policy: far from 0.5
