@@ -68,7 +68,6 @@ from slca_verl.rewards.parsing import (
     ParsedCalls,
     ToolCall,
     parse_ground_truth,
-    parse_turn_calls,
     split_decoded_response,
     strip_think,
 )
@@ -196,16 +195,6 @@ def parsed_from_records(records: list[dict | None], allowed: set[str] | None) ->
     return merged
 
 
-async def parse_turns_in_format(assistant_texts: list[str], call_format: str, allowed: set[str] | None,
-                                accept_string_arguments: bool, tools: Any = None) -> ParsedCalls:  # fmt: skip
-    """Decoded turns of a non-hermes format, read by :mod:`slca_verl.toolcall.formats` (verl's parser of the format,
-    the project's checks on top), turn by turn as the loop reads them."""
-    fmt = get_format(call_format)
-    turns = [await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
-             for t in assistant_texts]  # fmt: skip
-    return merge_turns(turns, steps=True)
-
-
 async def turn_parses(assistant_texts: list[str], call_format: str, allowed: set[str] | None,
                       accept_string_arguments: bool, tools: Any = None,
                       parsed_turns: list | None = None) -> list[ParsedCalls]:  # fmt: skip
@@ -298,19 +287,15 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
 
     call_format = get_format(call_format).name  # an unknown name raises: scored 0 with the reason, below
     last_attempted = False
+    turns = await turn_parses(assistant_texts, call_format, gt.allowed_tools, cfg.accept_string_arguments,
+                              gt.tool_schemas, parsed_turns)  # fmt: skip
     if parsed_turns is not None and call_format != "hermes":
         parsed = parsed_from_records(list(parsed_turns), gt.allowed_tools)
         last = parsed_turns[-1] if parsed_turns else None
         last_attempted = bool(isinstance(last, dict) and (last.get("open") or last.get("close")))
-    elif call_format != "hermes":
-        parsed = await parse_turns_in_format(assistant_texts, call_format, gt.allowed_tools,
-                                             cfg.accept_string_arguments, gt.tool_schemas)  # fmt: skip
-    else:
-        parsed = parse_turn_calls(assistant_texts, gt.allowed_tools,
-                                  accept_string_arguments=cfg.accept_string_arguments)  # fmt: skip
-    per_step = step_rewards(await turn_parses(assistant_texts, call_format, gt.allowed_tools,
-                                              cfg.accept_string_arguments, gt.tool_schemas, parsed_turns),
-                            gt, cfg.weights, cfg.extra_step_reward)  # fmt: skip
+    else:  # one parse per turn, merged (each non-hermes turn's calls one parallel step)
+        parsed = merge_turns(turns, steps=call_format != "hermes")
+    per_step = step_rewards(turns, gt, cfg.weights, cfg.extra_step_reward)
     reasons += parsed.errors[:3] + (
         [f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else []
     )
