@@ -102,12 +102,10 @@ def check_ppo(cfg) -> dict:
     layout = None
     entry = _agent_loop_entry(cfg)
     if entry is not None:
-        from slca_verl.reward_layout import get_layout
+        from slca_verl.reward_layout import credit_layout, get_layout
 
-        layout = entry.get("reward_layout", "slca")
         per_turn = estimator == "slca_grpo" and (algo.get("slca") or {}).get("credit") == "turn"
-        if per_turn and layout == "slca":  # what slca_tool_agent does with +algorithm.slca.credit=turn
-            layout = "slca_turns"
+        layout = credit_layout(entry.get("reward_layout", "slca"), "turn" if per_turn else None)  # as slca_tool_agent
         get_layout(layout)
         if layout != "scalar" and not cfg.trainer.use_v1:
             raise ValueError(f"reward layout '{layout}' needs the v1 trainer; the legacy trainer sees one scalar")

@@ -122,6 +122,12 @@ def step_reward_list(reward: dict) -> list[float] | None:
     return [finite_number(v) for v in raw]
 
 
+def credit_layout(layout: str, credit: Any) -> str:
+    """The layout the agent loop writes: ``slca`` becomes ``slca_turns`` under ``algorithm.slca.credit=turn`` (the
+    per-turn mode reads each turn's step reward on that turn); any other layout is kept."""
+    return "slca_turns" if layout == "slca" and credit == "turn" else layout
+
+
 @register_layout("slca_turns")
 def slca_turns_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, float]:
     """For ``slca_grpo``'s ``credit=turn``: HierR's ``step_rewards[k]`` -> the last token of tool turn k, r_sum -> the

@@ -53,6 +53,7 @@ from slca_verl.agent_loop.tools import (
     row_tool_schemas,
     tool_names,
 )
+from slca_verl.reward_layout import credit_layout
 from slca_verl.segments import SUMMARY, TOOL
 from slca_verl.toolcall.formats import get_format
 from slca_verl.toolcall.text import truncate
@@ -191,9 +192,10 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         elif self.call_format.name != "hermes":  # verl's parser of that format, with this project's checks on top
             self.tool_parser = FormatToolParser(self.tokenizer, self.call_format, self.tool_parser)
         # +algorithm.slca.credit=turn: the estimator's per-turn mode needs each turn's step reward on that turn
-        if reward_layout == "slca" and OmegaConf.select(self.config, "algorithm.slca.credit", default=None) == "turn":
-            reward_layout = "slca_turns"
-            logger.info("%s: reward layout slca_turns (algorithm.slca.credit=turn)", AGENT_NAME)
+        credit = OmegaConf.select(self.config, "algorithm.slca.credit", default=None)
+        if credit_layout(reward_layout, credit) != reward_layout:
+            reward_layout = credit_layout(reward_layout, credit)
+            logger.info("%s: reward layout %s (algorithm.slca.credit=turn)", AGENT_NAME, reward_layout)
         resolve_layout(reward_layout)  # an unknown name fails here, not after the first rollout
         check_reward_config(self.config, reward_layout)
         self.reward_layout = reward_layout
