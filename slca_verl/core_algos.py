@@ -297,7 +297,7 @@ def group_zscore(
     Returns:
         `(torch.Tensor)` shape (bs,):
         A_i = (r_i - mean_g) / (std_g + eps), mean and unbiased std over {j in g : present_j};
-        A_i = 0 where not present_i or fewer than 2 rows of g are present.
+        A_i = 0 where not present_i, fewer than 2 rows of g are present, or their rewards are all equal.
 
     The arithmetic follows verl's ``group_mean_std`` step for step, so that with every row present the result is
     bit-identical to ``grpo_vectorized`` (for groups of two or more). Where float32 overflows (reward differences
@@ -314,7 +314,15 @@ def group_zscore(
     if scores.dtype == torch.float32 and not bool(torch.isfinite(std).all() & torch.isfinite(mean).all()):
         return group_zscore(scores.double(), present, gidx, num_groups, epsilon, norm_by_std).float()
     adv = centered / (std[gidx] + epsilon) if norm_by_std else centered
-    keep = present & (count[gidx] >= 2)
+    # a group whose present rewards are all equal teaches nothing: 0 exactly. float32's mean of equal values can miss
+    # them by an ulp (3 x 56347.414 -> 56347.418), and an ulp-sized std turns that into +-0.82 for every row (verl's
+    # grpo does; the float64 arithmetic gives 0)
+    big = torch.finfo(scores.dtype).max
+    hi = torch.full((num_groups,), -big, dtype=scores.dtype, device=scores.device)
+    lo = torch.full((num_groups,), big, dtype=scores.dtype, device=scores.device)
+    hi = hi.scatter_reduce(0, gidx, torch.where(present, scores, torch.full_like(scores, -big)), "amax")
+    lo = lo.scatter_reduce(0, gidx, torch.where(present, scores, torch.full_like(scores, big)), "amin")
+    keep = present & (count[gidx] >= 2) & (hi > lo)[gidx]
     return torch.where(keep, adv, torch.zeros_like(adv))
 
 

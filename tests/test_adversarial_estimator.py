@@ -213,3 +213,17 @@ def test_segment_masks_never_write_into_the_callers_float32_tensors():
     tool, summary = segments.segment_masks_from_ids(ids, mask)
     assert tool.tolist() == [[True, False, False]] and summary.tolist() == [[False, False, True]]
     assert mask.tolist() == [[1.0, 0.0, 1.0]] and ids.tolist() == [[1.0, 0.0, 2.0]]
+
+
+def test_a_group_of_equal_large_rewards_gets_zero_where_float32_means_miss_them():
+    """float32's mean of three equal rewards of 56347.414 is 56347.418, and the ulp-sized std then turns the ulp into
+    -0.82 for every row in verl's grpo; a group of equal rewards teaches nothing, so slca_grpo gives 0 exactly."""
+    rewards = torch.tensor([[56347.4141, 0.0]] * 3 + [[1.0, 0.0], [3.0, 0.0]])
+    mask = torch.tensor([[1.0, 0.0]] * 5)
+    index = uids(*"aaabb")
+    verl, _ = run("grpo_vectorized", rewards, mask, index)
+    assert verl[:3, 0].abs().min() > 0.5  # the float32 artefact this guards against is real in verl
+    for config in (None, TORCH):
+        adv, _ = run("slca_grpo", rewards, mask, index, config)
+        assert adv[:3].eq(0).all()
+        assert torch.equal(adv[3:], verl[3:])  # other groups: still verl's arithmetic bit for bit
