@@ -40,6 +40,7 @@ from slca_verl.toolcall.rows import plain, read_messages, write_sft
 
 logger = logging.getLogger(__name__)
 
+RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
 ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
          "tool": "tool", "function_response": "tool", "observation": "tool", "ipython": "tool"}  # fmt: skip
 
@@ -80,7 +81,7 @@ def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
         content = t.get("value", t.get("content"))
         if role is None or not isinstance(content, str):
             return None, "unknown_role"
-        messages.append({"role": role, "content": content})
+        messages.extend(_one_call_per_block(role, content))
     tools = plain(record.get("tools")) or []
     if tools and not any(m["role"] == "system" and "<tools>" in m["content"] for m in messages):
         system = hermes.system_prompt(normalize_tools(tools))
@@ -88,6 +89,32 @@ def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
             system = f"{system}\n\n{messages.pop(0)['content']}"
         messages.insert(0, {"role": "system", "content": system})
     return _checked(messages)
+
+
+def _one_call_per_block(role: str, content: str) -> list[dict]:
+    """One ShareGPT turn as the messages RL prompts and Qwen's template use.
+
+    - an assistant ``<tool_call>`` block holding a JSON list (``[{"name", "arguments"}, ...]``, the authors' SFT
+      parquet writes parallel calls so) becomes one block per call: the form the RL system prompt asks for and
+      bfcl-eval's Qwen handler reads (it rejects the list form);
+    - a user turn that is nothing but ``<tool_response>`` blocks (how ShareGPT dialogues carry tool results) becomes
+      one ``tool`` message per block, which Qwen's template renders back as the same ``<tool_response>`` text.
+    Anything else, a block that does not parse included, stays as it was written."""
+    if role == "assistant" and hermes.OPEN_TAG in content:
+        out, pos = [], 0
+        for start, end, calls, err in hermes.read_blocks(content, None):
+            if err or not content[start + len(hermes.OPEN_TAG) : end].lstrip().startswith("["):
+                continue
+            out += [content[pos:start], hermes.render_calls({"name": c.name, "arguments": c.arguments} for c in calls)]
+            pos = end
+        return [{"role": role, "content": "".join(out) + content[pos:]}]
+    if role == "user" and RESPONSE_OPEN in content:
+        blocks = hermes.find_blocks(content, RESPONSE_OPEN, RESPONSE_CLOSE)
+        starts, ends = [b[0] for b in blocks], [b[1] for b in blocks]
+        rest = "".join(content[a:b] for a, b in zip([0, *ends], [*starts, None]))  # the text between the blocks
+        if blocks and not rest.strip():
+            return [{"role": "tool", "content": body.strip()} for _, _, body in blocks]
+    return [{"role": role, "content": content}]
 
 
 def _checked(messages: list[dict]) -> tuple[list[dict] | None, str]:

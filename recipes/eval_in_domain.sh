@@ -19,11 +19,11 @@ if [[ "${DRY_RUN:-0}" == 0 ]]; then MODEL_PATH=$(hf_checkpoint "${CHECKPOINT}");
 # the reward layout is irrelevant for validation; grpo's scalar layout keeps the run free of segment requirements
 # DEVICE=cpu: the CPU recipe's settings (its platform, rollout, sizes and offline SGLS / judge; SEED or VAL_FILES
 # name the held-out prompts of the run that trained CHECKPOINT)
-TRAIN_RECIPE=run_qwen7b_slca.sh
-[[ "${DEVICE}" == cpu ]] && TRAIN_RECIPE=run_cpu_tiny_slca.sh  # DEVICE: eval_lib.sh
-MODEL_PATH=${MODEL_PATH} ADV_ESTIMATOR=grpo OUTPUT_DIR=${OUT_DIR}/run LOGGER='["console","file"]' \
-  bash "${RECIPES_DIR}/${TRAIN_RECIPE}" trainer.val_only=true trainer.val_before_train=true \
-  trainer.validation_data_dir="${OUT_DIR}/val_generations" "$@"
+# EVAL_RECIPE: the training recipe whose settings the validation runs with (recipes/rehearse_cpu.sh: the 7B recipe
+# with DEVICE=cpu and its own sizes)
+TRAIN_RECIPE=${EVAL_RECIPE:-$([[ "${DEVICE}" == cpu ]] && echo run_cpu_tiny_slca.sh || echo run_qwen7b_slca.sh)}
+MODEL_PATH=${MODEL_PATH} ADV_ESTIMATOR=grpo OUTPUT_DIR=${OUT_DIR}/run LOGGER='["console","file"]' VAL_ONLY=1 \
+  bash "${RECIPES_DIR}/${TRAIN_RECIPE}" trainer.validation_data_dir="${OUT_DIR}/val_generations" "$@"
 [[ "${DRY_RUN:-0}" == 0 ]] || exit 0
 python3 -m slca_verl.eval.in_domain --predictions "$(ls "${OUT_DIR}"/val_generations/*.jsonl | sort -V | tail -n1)" \
   --out_dir "${OUT_DIR}"

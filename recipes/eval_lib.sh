@@ -36,16 +36,28 @@ servable_checkpoint() {
   echo "${wide}"
 }
 
+# stop_policy: the policy server and its engine processes, waited for (the port is free when the script returns)
+stop_policy() {
+  [[ -n "${POLICY_PID:-}" ]] || return 0
+  pkill -TERM -P "${POLICY_PID}" 2>/dev/null || true
+  kill "${POLICY_PID}" 2>/dev/null || true
+  local _
+  for _ in $(seq 30); do kill -0 "${POLICY_PID}" 2>/dev/null || return 0; sleep 1; done
+  kill -9 "${POLICY_PID}" 2>/dev/null || true
+}
+
 # serve_policy HF_DIR PORT [VLLM_ARGS...]: `vllm serve` the checkpoint as "policy" in the background, wait for /health
 serve_policy() {
   local serve=("${VLLM_BIN:-vllm}" serve "$1")
   [[ "${DEVICE}" == cpu ]] && serve=("${VLLM_CPU_PYTHON}" -m vllm.entrypoints.openai.api_server --model "$1")
   serve+=("${@:3}")
   # shellcheck disable=SC2086  # POLICY_SERVE_ARGS: extra `vllm serve` arguments, word-split on purpose
-  "${serve[@]}" --served-model-name policy --port "$2" --tensor-parallel-size "${POLICY_TP:-1}" \
+  # 127.0.0.1: the eval clients run on this node, and the policy server demands no key (bfcl-eval sends none)
+  "${serve[@]}" --served-model-name policy --host "${POLICY_HOST:-127.0.0.1}" --port "$2" \
+    --tensor-parallel-size "${POLICY_TP:-1}" \
     --max-model-len "${POLICY_MAX_MODEL_LEN:-32768}" ${POLICY_SERVE_ARGS:-} > "${OUT_DIR}/policy_server.log" 2>&1 &
   POLICY_PID=$!
-  trap 'kill "${POLICY_PID}" 2>/dev/null || true' EXIT INT TERM
+  trap 'stop_policy' EXIT INT TERM
   local deadline=$((SECONDS + ${HEALTH_TIMEOUT_S:-1800}))
   until curl -sf "http://127.0.0.1:$2/health" > /dev/null; do
     kill -0 "${POLICY_PID}" 2>/dev/null || { echo "policy server exited; see ${OUT_DIR}/policy_server.log" >&2; return 1; }

@@ -33,6 +33,24 @@ WARMUP_RATIO=${WARMUP_RATIO:-0.1}
 TOTAL_EPOCHS=${TOTAL_EPOCHS:-2}
 SP_SIZE=${SP_SIZE:-1}
 LOGGER=${LOGGER:-'["console","wandb"]'}
+DEVICE=${DEVICE:-cuda}                           # cuda | cpu (verl's CPU platform of slca_verl/cpu: a rehearsal)
+# flash_attention_2 (verl's default; needs flash-attn, README "GPU install") packs rows without padding;
+# sdpa: PyTorch's attention, no flash-attn; verl's remove-padding path is flash-attn's varlen kernel, so it is off
+ATTN=${ATTN:-$([[ "${DEVICE}" == cpu ]] && echo sdpa || echo flash_attention_2)}
+case "${ATTN}" in
+  flash_attention_2) USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-true}; ATTN_ARGS=() ;;
+  sdpa) USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-false}
+        ATTN_ARGS=(+model.override_config.attn_implementation=sdpa) ;;
+  *) echo "unknown ATTN=${ATTN} (flash_attention_2 | sdpa)" >&2; exit 2 ;;
+esac
+case "${DEVICE}" in
+  cuda) MODEL_DTYPE=${MODEL_DTYPE:-bf16}; GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-true}; DEVICE_ARGS=() ;;
+  cpu)  export VERL_PLATFORM=cpu                 # verl's platform switch; slca_verl registers the "cpu" platform
+        [[ "${ATTN}" == sdpa ]] || { echo "DEVICE=cpu needs ATTN=sdpa (no flash-attn on a CPU)" >&2; exit 2; }
+        MODEL_DTYPE=${MODEL_DTYPE:-fp32}; GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-false}
+        DEVICE_ARGS=(trainer.device=cpu engine.strategy=fsdp2 data.num_workers=0) ;;
+  *) echo "unknown DEVICE=${DEVICE} (cuda | cpu)" >&2; exit 2 ;;
+esac
 
 DATA=(
   data.train_files="${TRAIN_FILES}"
@@ -47,8 +65,9 @@ DATA=(
 )
 MODEL=(
   model.path="${BASE_MODEL}"
-  model.enable_gradient_checkpointing=true
-  model.use_remove_padding=true
+  model.enable_gradient_checkpointing="${GRADIENT_CHECKPOINTING}"
+  model.use_remove_padding="${USE_REMOVE_PADDING}"
+  ${ATTN_ARGS[@]+"${ATTN_ARGS[@]}"}
 )
 OPTIM=(
   optim.lr="${LR}"
@@ -58,7 +77,8 @@ OPTIM=(
 )
 ENGINE=(
   engine.ulysses_sequence_parallel_size="${SP_SIZE}"
-  engine.model_dtype=bf16
+  engine.model_dtype="${MODEL_DTYPE}"
+  ${DEVICE_ARGS[@]+"${DEVICE_ARGS[@]}"}
 )
 TRAINER=(
   checkpoint.save_contents='[model,optimizer,extra,hf_model]'

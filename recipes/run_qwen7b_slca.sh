@@ -4,8 +4,10 @@
 # 5 epochs on 4 nodes x 8 GPUs, vLLM async rollout, hermes tools, 10 assistant / 6 user turns, 20 parallel calls,
 # tool responses cut in the middle at 2,048 characters; docs/recipes.md compares it with the authors' launcher.
 #
-#   bash recipes/serve_sgls.sh & bash recipes/serve_judge.sh &     # or point SGLS_URLS / JUDGE_URLS at running ones
-#   bash recipes/run_qwen7b_slca.sh [extra hydra overrides]
+#   DETACH=1 bash recipes/serve_sgls.sh; DETACH=1 bash recipes/serve_judge.sh   # on nodes of their own (README);
+#                                        # or point SGLS_URLS / JUDGE_URLS at running servers
+#   ray start --head (node 0), ray start --address <node 0>:6379 (every other node); then on node 0:
+#   RAY_ADDRESS=auto bash recipes/run_qwen7b_slca.sh [extra hydra overrides]
 #
 # The baselines change one variable and nothing else (same data, budget, rollout, reward and evaluation):
 #   ADV_ESTIMATOR=grpo | toolpo | rltr | gdpo bash recipes/run_qwen7b_slca.sh     (= run_qwen7b_<method>.sh)
@@ -73,6 +75,19 @@ RESUME_FROM_PATH=${RESUME_FROM_PATH:-}           # .../global_step_N, with RESUM
 LOGGER=${LOGGER:-'["console","wandb","file"]'}   # "file": the JSONL that slca_verl.eval.plots reads
 export VERL_FILE_LOGGER_PATH=${VERL_FILE_LOGGER_PATH:-${OUTPUT_DIR}/metrics.jsonl}
 
+# Several nodes: verl joins the Ray cluster at RAY_ADDRESS (Ray's own variable; `auto` on a node of the cluster).
+# Ray starts each node's workers from the environment of `ray start` on that node, not from this shell: the
+# variables named in FORWARD_ENV that are set here reach every worker through verl's ray_init.runtime_env (the file
+# logger's path, the CPU platform switch, wandb's mode, the Hugging Face cache). Secrets are never forwarded (they
+# would land in verl's printed config): `wandb login` on every node, or export WANDB_API_KEY before `ray start`.
+RAY_ADDRESS=${RAY_ADDRESS:-}
+FORWARD_ENV=${FORWARD_ENV:-VERL_FILE_LOGGER_PATH VERL_PLATFORM VERL_LOGGING_LEVEL WANDB_MODE WANDB_PROJECT WANDB_ENTITY WANDB_DIR WANDB_BASE_URL HF_HOME HF_HUB_OFFLINE HF_ENDPOINT TOKENIZERS_PARALLELISM}
+if [[ "${NNODES}" -gt 1 && -z "${RAY_ADDRESS}" ]]; then
+  echo "NNODES=${NNODES} needs a Ray cluster of ${NNODES} nodes: \`ray start --head\` on this node, \`ray start" \
+       "--address <this node>:6379\` on the others, then RAY_ADDRESS=auto bash $0 (README, \"Several nodes\")" >&2
+  [[ "${DRY_RUN:-0}" != 0 ]] || exit 2              # a dry run composes the config anyway
+fi
+
 # ---------------------------------------------------------------- algorithm (paper values)
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-128}
 ROLLOUT_N=${ROLLOUT_N:-16}
@@ -105,10 +120,18 @@ case "${ATTN}" in
   flash_attention_2) ATTN_ARGS=() ;;
   sdpa) ATTN_ARGS=(+actor_rollout_ref.model.override_config.attn_implementation=sdpa)
         USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-false}   # verl's remove-padding path is flash-attn's varlen kernel
-        LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-2} ;;
+        LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-2}
+        DYNAMIC_BSZ=${DYNAMIC_BSZ:-false} ;;               # padded rows: a token cap would pack 8 rows of 32k
   *) echo "unknown ATTN=${ATTN} (flash_attention_2 | sdpa)" >&2; exit 2 ;;
 esac
 LOG_PROB_MICRO_BATCH_SIZE_PER_GPU=${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU:-128}   # old / ref log-prob forward, per GPU
+# DYNAMIC_BSZ=true (verl's use_dynamic_bsz): micro-batches are packed up to a number of tokens instead of a number of
+# rows, so the 128 rows of a log-prob micro-batch never meet at once (at ~4k tokens a row their logits alone would be
+# ~150 GB in bf16 with Qwen's 152k vocabulary). verl's v1 workers require the actor's update to use the same switch;
+# one full row (prompt + response) is the default cap of both, the memory of PPO_MICRO_BATCH_SIZE_PER_GPU=1 at full
+# length. With token-mean loss the gradient does not depend on the packing; log-probs never do.
+DYNAMIC_BSZ=${DYNAMIC_BSZ:-true}
+MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))}
 MAX_NUM_SEQS=${MAX_NUM_SEQS:-32}
 AGENT_NUM_WORKERS=${AGENT_NUM_WORKERS:-32}
 MAX_ASSISTANT_TURNS=${MAX_ASSISTANT_TURNS:-10}
@@ -135,9 +158,12 @@ case "${DEVICE}" in
           actor_rollout_ref.actor.fsdp_config.dtype=float32
           actor_rollout_ref.ref.fsdp_config.dtype=float32
           data.dataloader_num_workers=0
+          transfer_queue.backend.SimpleStorage.num_data_storage_units=2
+        )
+        # logical CPUs and GPUs of the Ray that verl starts; a cluster (RAY_ADDRESS) declares its own at `ray start`
+        [[ -n "${RAY_ADDRESS}" ]] || DEVICE_ARGS+=(
           ray_kwargs.ray_init.num_cpus="${RAY_LOGICAL_CPUS}"
           +ray_kwargs.ray_init.num_gpus="${N_GPUS_PER_NODE}"   # logical GPUs: what verl's resource pools ask for
-          transfer_queue.backend.SimpleStorage.num_data_storage_units=2
         ) ;;
   *) echo "unknown DEVICE=${DEVICE} (cuda | cpu)" >&2; exit 2 ;;
 esac
@@ -182,6 +208,7 @@ python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --sourc
 
 JUDGE_ARGS=(+reward.custom_reward_function.reward_kwargs.judge="${JUDGE}")
 [[ "${ABSTENTION_FIX}" == 1 ]] && JUDGE_ARGS+=(+reward.custom_reward_function.reward_kwargs.judge_direct_replies=true)
+VAL_ONLY=${VAL_ONLY:-0}                          # 1: verl's validation only (recipes/eval_in_domain.sh)
 if [[ "${JUDGE}" == llm ]]; then
   JUDGE_ARGS+=("+reward.custom_reward_function.reward_kwargs.judge_base_urls=[${JUDGE_URLS}]"
                +reward.custom_reward_function.reward_kwargs.judge_model="${JUDGE_MODEL}"
@@ -193,6 +220,7 @@ if [[ "${JUDGE}" == llm ]]; then
   # capacity of the configured replicas needs longer than one request may wait (JUDGE_TIMEOUT_S).
   JUDGE_REPLICAS=$(awk -F, '{print NF}' <<< "${JUDGE_URLS}")
   JUDGMENTS=$((TRAIN_BATCH_SIZE * ROLLOUT_N))
+  ((VAL_ONLY)) && JUDGMENTS=0                    # validation judges one greedy rollout per prompt, not a step
   JUDGE_STEP_S=$(( (JUDGMENTS * (JUDGE_PROMPT_TOKENS * 1000 / JUDGE_PREFILL_TOKS_PER_S
                                  + JUDGE_OUTPUT_TOKENS * 1000 / JUDGE_DECODE_TOKS_PER_S) / 1000) / JUDGE_REPLICAS ))
   if ((JUDGE_STEP_S > JUDGE_TIMEOUT_S)); then
@@ -241,6 +269,10 @@ ACTOR=(
   actor_rollout_ref.actor.policy_loss.loss_mode=vanilla
   actor_rollout_ref.actor.loss_agg_mode=token-mean
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu="${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU}"
+  actor_rollout_ref.actor.use_dynamic_bsz="${DYNAMIC_BSZ}"
+  actor_rollout_ref.actor.ppo_max_token_len_per_gpu="${MAX_TOKENS_PER_GPU}"
+  actor_rollout_ref.ref.log_prob_use_dynamic_bsz="${DYNAMIC_BSZ}"
+  actor_rollout_ref.ref.log_prob_max_token_len_per_gpu="${MAX_TOKENS_PER_GPU}"
 )
 ROLLOUT=(
   actor_rollout_ref.rollout.name="${ROLLOUT_NAME}"
@@ -256,6 +288,8 @@ ROLLOUT=(
   actor_rollout_ref.rollout.enforce_eager="${ENFORCE_EAGER}"
   actor_rollout_ref.rollout.free_cache_engine="${FREE_CACHE_ENGINE}"
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu="${LOG_PROB_MICRO_BATCH_SIZE_PER_GPU}"
+  actor_rollout_ref.rollout.log_prob_use_dynamic_bsz="${DYNAMIC_BSZ}"
+  actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu="${MAX_TOKENS_PER_GPU}"
   actor_rollout_ref.rollout.val_kwargs.n=1
   actor_rollout_ref.rollout.val_kwargs.do_sample=false
 )
@@ -297,9 +331,17 @@ TRAINER=(
   trainer.logger="${LOGGER}"
   trainer.critic_warmup=0
 )
+((VAL_ONLY)) && TRAINER+=(trainer.val_only=true trainer.val_before_train=true)
+RAY=()
+[[ -n "${RAY_ADDRESS}" ]] && RAY+=(+ray_kwargs.ray_init.address="${RAY_ADDRESS}")
+for _name in ${FORWARD_ENV}; do
+  [[ -n "${!_name+x}" ]] || continue
+  if [[ "${!_name}" == *[\'\\]* ]]; then echo "${_name}: a value with ' or \\ cannot be forwarded to Ray workers" >&2; exit 2; fi
+  RAY+=("+ray_kwargs.ray_init.runtime_env.env_vars.${_name}='${!_name}'")   # quoted: paths may hold , = or :
+done
 OVERRIDES=("${ALGORITHM[@]}" "${DATA[@]}" "${MODEL[@]}" "${ACTOR[@]}" "${ROLLOUT[@]}" "${AGENT[@]}" "${REWARD[@]}"
            "${DEVICE_ARGS[@]}" ${ATTN_ARGS[@]+"${ATTN_ARGS[@]}"}
-           "${TRAINER[@]}")
+           "${TRAINER[@]}" ${RAY[@]+"${RAY[@]}"})
 
 case "${DRY_RUN:-0}" in
   args) printf '%s\0' "${OVERRIDES[@]}" "$@"; exit 0 ;;

@@ -13,6 +13,8 @@ PORT=${PORT:-8016}
 REPLICAS=${REPLICAS:-1}
 GPUS_PER_REPLICA=${GPUS_PER_REPLICA:-2}
 MAX_MODEL_LEN=${MAX_MODEL_LEN:-32768}
+# the repository's original/ and metal/ folders are other copies of the weights, which vLLM does not read
+[[ "${JUDGE_MODEL_PATH}" == openai/gpt-oss-* ]] && PREFETCH_EXCLUDE=${PREFETCH_EXCLUDE-'original/* metal/*'}
 source "${RECIPES_DIR}/serve_lib.sh"
 
 start_replicas judge "${JUDGE_MODEL_PATH}" "${JUDGE_MODEL}" "${PORT}" "${REPLICAS}" "${GPUS_PER_REPLICA}" \

@@ -63,8 +63,14 @@ prefetch() {
     echo "PREFETCH=1 needs \`hf\` (pip install -U 'huggingface_hub>=0.34'), or PREFETCH=0 to let vLLM download" >&2
     return 1
   fi
-  echo "downloading $1 into the Hugging Face cache (resumable; the first simulator download is ~470 GB)" >&2
-  "${hf}" download "$1"
+  echo "downloading $1 into the Hugging Face cache (${HF_HOME:-~/.cache/huggingface}; resumable)" >&2
+  # PREFETCH_EXCLUDE: patterns of the repository not to fetch (gpt-oss ships original/ and metal/ copies of its
+  # weights that vLLM never reads: ~65 GB instead of ~196 GB)
+  local exclude=()
+  local patterns=() pattern
+  read -ra patterns <<< "${PREFETCH_EXCLUDE:-}"   # (read: no glob expansion of the patterns)
+  for pattern in ${patterns[@]+"${patterns[@]}"}; do exclude+=(--exclude "${pattern}"); done
+  "${hf}" download "$1" ${exclude[@]+"${exclude[@]}"}
 }
 
 # claim_gpus NAME COUNT: set GPU_LIST to COUNT GPUs of this node and record them in SERVICES_DIR/NAME_gpus.
@@ -128,8 +134,8 @@ start_replicas() {
   PIDS=() URLS=() SERVICE_NAME=${name}
   mkdir -p "${SERVICES_DIR}"
   ensure_api_key
+  claim_gpus "${name}" $((replicas * gpus))        # before the download: a clash is found in a second, not hours
   prefetch "${model}"
-  claim_gpus "${name}" $((replicas * gpus))
   local all=(${GPU_LIST//,/ })
   for ((i = 0; i < replicas; i++)); do
     local devices

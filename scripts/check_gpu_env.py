@@ -6,6 +6,9 @@
         --sgls-urls http://10.0.0.5:8000/v1,http://10.0.0.6:8000/v1 --judge-urls http://10.0.0.7:8016/v1
     python scripts/check_gpu_env.py --no-servers             # the software only
     python scripts/check_gpu_env.py --smoke                  # what recipes/run_smoke_1gpu.sh needs (1 GPU, no servers)
+    python scripts/check_gpu_env.py --sft                    # what recipes/run_qwen7b_sft.sh needs (run it first)
+    RAY_ADDRESS=auto python scripts/check_gpu_env.py         # several nodes: every node of the Ray cluster is asked
+    python scripts/check_gpu_env.py --device cpu             # the CPU rehearsal (no CUDA, flash-attn or vLLM checks)
 
 One line per check, ``OK`` or ``MISSING`` (with the fix on the next line; ``SKIP`` when a check does not apply).
 Exit status 0 only when nothing is missing, else 1. Defaults follow the recipe: ``N_GPUS_PER_NODE`` (8),
@@ -13,7 +16,12 @@ Exit status 0 only when nothing is missing, else 1. Defaults follow the recipe: 
 (``~/.cache/slca_verl/services``), else http://127.0.0.1:8000/v1 and :8016/v1; ``SGLS_MODEL`` / ``JUDGE_MODEL``;
 ``MODEL_PATH``, else the newest SFT checkpoint; ``ATTN``, ``LOGGER``, ``API_KEY_FILE`` (else ``SERVICES_DIR/api_key``).
 Each server must refuse a request without the key (HTTP 401) and list its model with it. Heavy modules (torch,
-flash_attn, vllm, verl) are imported only by the check that needs them.
+flash_attn, vllm, verl, ray) are imported only by the check that needs them.
+
+With ``RAY_ADDRESS`` (or ``--ray-address``) the run spans a Ray cluster: the GPUs are counted over the cluster
+(``NNODES`` x ``N_GPUS_PER_NODE`` wanted), and a task on every node checks what verl's workers there will meet,
+which is the environment of ``ray start`` on that node plus the variables the recipe forwards (``FORWARD_ENV``), not
+this shell's: the model path, the data files and the API key file exist there, and wandb has a key or an offline mode.
 """
 
 from __future__ import annotations
@@ -42,11 +50,15 @@ DEFAULT_JUDGE_MODEL = "gpt-oss-120b"
 FLASH_ATTN_FIX = (
     "install it after torch, compiled by the nvcc of torch's CUDA version ({cuda}): export CUDA_HOME=<CUDA {cuda} "
     "toolkit, e.g. /usr/local/cuda-13.0> PATH=$CUDA_HOME/bin:$PATH; pip install wheel packaging psutil ninja && "
-    "MAX_JOBS=8 FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS=90 pip install --no-build-isolation "
+    "MAX_JOBS=8 FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS={arch} pip install --no-build-isolation "
     "flash-attn=={v} (the build takes tens of minutes). Or skip it: ATTN=sdpa bash recipes/<recipe>.sh"
 )
 GPU_EXTRA_FIX = 'pip install -e ".[gpu]" in a fresh venv (README, "GPU install")'
 RECIPE_LOGGER = '["console","wandb","file"]'  # run_qwen7b_slca.sh's LOGGER; run_smoke_1gpu.sh: ["console"]
+SFT_LOGGER = '["console","wandb"]'  # run_qwen7b_sft.sh's LOGGER
+SFT_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # run_qwen7b_sft.sh's BASE_MODEL
+SFT_DATA_FIX = ("python -m data_prep.sft --input toucan_toolcall_sft_split_42k.parquet --format sharegpt "
+                "--output_dir data/sft (README, \"Data\"), or set TRAIN_FILES")  # fmt: skip
 SMOKE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # run_smoke_1gpu.sh
 SMOKE_DATA_FIX = ("python -m data_prep.xlam --input tests/fixtures/data_prep/xlam_sample.json --output_dir data/smoke "
                   "--val_ratio 0.25")  # fmt: skip
@@ -153,12 +165,21 @@ def nvcc_version() -> tuple[str | None, str | None]:
     return path, m.group(1) if m else None
 
 
+def cuda_arch(torch_module=None) -> str:
+    """The compute capability flash-attn must be built for (FLASH_ATTN_CUDA_ARCHS): 80 on A100, 90 on H100 / H200."""
+    try:
+        major, minor = torch_module.cuda.get_device_capability(0)
+        return f"{major}{minor}"
+    except Exception:  # no torch, no CUDA, no GPU: the user's own
+        return "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d .)"
+
+
 def check_flash_attn(expected: str, torch_module=None, attn: str = "flash_attention_2") -> Check:
     name = "flash_attn"
     if attn == "sdpa":
         return Check(name, None, "ATTN=sdpa: actor and reference use PyTorch's attention")
     torch_cuda = getattr(getattr(torch_module, "version", None), "cuda", None) or "13.0"
-    fix = FLASH_ATTN_FIX.format(v=expected, cuda=torch_cuda)
+    fix = FLASH_ATTN_FIX.format(v=expected, cuda=torch_cuda, arch=cuda_arch(torch_module))
     try:
         import flash_attn
     except Exception as e:  # not installed, or built against another torch / CUDA
@@ -355,13 +376,14 @@ def check_data(files: list[str], fix: str) -> Check:
     return Check("data", True, ", ".join(files))
 
 
-def check_wandb(logger_value: str) -> Check:
+def check_wandb(logger_value: str, env: dict | None = None, home: str | None = None) -> Check:
     """wandb in trainer.logger needs a key or an offline mode: wandb 0.31 raises "No API key configured" in a
     non-interactive process, which verl's trainer is, minutes in (after every worker is up)."""
     name = "wandb"
+    env = os.environ if env is None else env
     if "wandb" not in logger_value:
         return Check(name, None, f"trainer.logger={logger_value} does not use wandb")
-    mode = os.environ.get("WANDB_MODE", "").strip().lower()
+    mode = env.get("WANDB_MODE", "").strip().lower()
     if mode in ("offline", "disabled", "dryrun"):
         return Check(name, True, f"WANDB_MODE={mode}: no API key needed")
     fix = ("`wandb login` (or export WANDB_API_KEY on every node); "
@@ -371,10 +393,10 @@ def check_wandb(logger_value: str) -> Check:
     version = dist_version("wandb")
     if version is None:
         return Check(name, False, "trainer.logger uses wandb, which is not installed", f"pip install wandb; {fix}")
-    if os.environ.get("WANDB_API_KEY", "").strip():
+    if env.get("WANDB_API_KEY", "").strip():
         return Check(name, True, f"wandb {version}, WANDB_API_KEY set")
-    host = urllib.parse.urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
-    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    host = urllib.parse.urlparse(env.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    path = env.get("NETRC") or os.path.join(home or os.path.expanduser("~"), ".netrc")
     try:
         entry = netrc.netrc(path).authenticators(host)
     except (OSError, netrc.NetrcParseError):
@@ -386,6 +408,66 @@ def check_wandb(logger_value: str) -> Check:
                  fix)  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------------------- cluster
+
+#: what recipes/run_qwen7b_slca.sh forwards to every Ray worker when set (its FORWARD_ENV default)
+FORWARD_ENV = ("VERL_FILE_LOGGER_PATH VERL_PLATFORM VERL_LOGGING_LEVEL WANDB_MODE WANDB_PROJECT WANDB_ENTITY WANDB_DIR "
+               "WANDB_BASE_URL HF_HOME HF_HUB_OFFLINE HF_ENDPOINT TOKENIZERS_PARALLELISM")  # fmt: skip
+
+
+def node_checks(paths: dict[str, list[str]], logger_value: str, forwarded: dict[str, str]) -> list[Check]:
+    """Run on one node, in a Ray worker: the files verl's workers there must read, and wandb as they will see it
+    (this worker's environment, i.e. its ``ray start``'s, plus the ``forwarded`` variables)."""
+    env = {**os.environ, **forwarded}
+    out = []
+    for what, files in paths.items():
+        missing = [f for f in files if f and not os.path.exists(f)]
+        out.append(Check(what, not missing, f"missing {', '.join(missing)}" if missing else ", ".join(files),
+                         "every node reads it: put it on a file system all nodes share (or copy it to the same path "
+                         "on each)"))  # fmt: skip
+    out.append(check_wandb(logger_value, env))
+    return out
+
+
+def check_cluster(address: str, wanted_gpus: int, paths: dict[str, list[str]], logger_value: str) -> list[Check]:
+    """The Ray cluster at ``address``: its GPUs against ``wanted_gpus``, then :func:`node_checks` on every node."""
+    name = f"Ray cluster {address}"
+    try:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as e:  # no ray, or nothing listening at the address
+        return [Check(name, False, f"cannot join it ({type(e).__name__}: {e})",
+                      "`ray start --head` on the head node and `ray start --address <head>:6379` on every other node "
+                      "(README, \"Several nodes\"), then RAY_ADDRESS=auto")]  # fmt: skip
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        gpus = int(sum(n["Resources"].get("GPU", 0) for n in nodes))
+        out = [Check(name, gpus >= wanted_gpus,
+                     f"{len(nodes)} node(s), {gpus} GPUs; the run uses NNODES x N_GPUS_PER_NODE = {wanted_gpus}",
+                     "start Ray on every node the run needs (`ray start --address <head>:6379` there), or lower NNODES"
+                     )]  # fmt: skip
+        names = (os.environ.get("FORWARD_ENV") or FORWARD_ENV).split()
+        forwarded = {k: os.environ[k] for k in names if k in os.environ}
+        remote = ray.remote(num_cpus=0)(node_checks)
+        for node in nodes:
+            host = node.get("NodeManagerAddress", "?")
+            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            try:
+                checks = ray.get(remote.options(scheduling_strategy=strategy).remote(paths, logger_value, forwarded),
+                                 timeout=120)  # fmt: skip
+            except Exception as e:  # the node cannot run a Python task of this environment
+                checks = [Check("worker", False, f"a task there failed ({type(e).__name__}: {e})",
+                                "install this environment (same Python, same packages) on that node")]  # fmt: skip
+            for c in checks:
+                c.name = f"node {host} {c.name}"
+            out += checks
+        return out
+    finally:
+        ray.shutdown()
+
+
 # ---------------------------------------------------------------------------------------------------- main
 
 
@@ -394,6 +476,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true",
                    help="check what recipes/run_smoke_1gpu.sh needs: 1 GPU, no servers, its Hub model and data, "
                         "logger console")  # fmt: skip
+    p.add_argument("--sft", action="store_true",
+                   help="check what recipes/run_qwen7b_sft.sh needs: GPUs, flash-attn (or ATTN=sdpa), verl, the base "
+                        "model, the SFT data, wandb; no servers, no vLLM")  # fmt: skip
+    p.add_argument("--device", choices=["cuda", "cpu"], default=os.environ.get("DEVICE") or "cuda",
+                   help="cpu: the CPU rehearsal (DEVICE=cpu); no CUDA, GPU, flash-attn or vLLM checks")
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS") or None,
+                   help="a Ray cluster to check node by node (default: RAY_ADDRESS)")
+    p.add_argument("--nnodes", type=int, default=int(os.environ.get("NNODES") or 1),
+                   help="nodes of the run (default: NNODES, else 1)")
     p.add_argument("--gpus-per-node", type=int, default=None,
                    help="GPUs the run uses on this node (default: N_GPUS_PER_NODE, else 8; --smoke: 1)")
     p.add_argument("--sgls-urls", default=None, help="comma-separated simulator base URLs (…/v1)")
@@ -416,13 +507,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.gpus_per_node = 1 if args.smoke else int(os.environ.get("N_GPUS_PER_NODE") or 8)
     if args.logger is None:
         args.logger = os.environ.get("LOGGER") or ('["console"]' if args.smoke else RECIPE_LOGGER)
-    if args.smoke:
-        args.no_servers = True  # offline SGLS backend and offline proxy judge
+    if args.smoke or args.sft:
+        args.no_servers = True  # smoke: offline SGLS backend and offline proxy judge; SFT: none
+    if args.sft and args.logger == RECIPE_LOGGER and not os.environ.get("LOGGER"):
+        args.logger = SFT_LOGGER
     return args
 
 
 def server_checks(args: argparse.Namespace) -> list[Check]:
     out = []
+    if args.sft:
+        return [Check("servers", None, "--sft: SFT needs no simulator or judge")]
     if args.smoke:
         return [Check("SGLS server", None, "--smoke: offline SGLS backend"),
                 Check("Judge server", None, "--smoke: offline proxy judge")]  # fmt: skip
@@ -443,26 +538,50 @@ def server_checks(args: argparse.Namespace) -> list[Check]:
     return out
 
 
-def data_check(args: argparse.Namespace) -> Check:
+def data_files(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The run's data files (the recipe's defaults unless TRAIN_FILES / VAL_FILES) and the command that makes them."""
+    if args.sft:
+        return [os.environ.get("TRAIN_FILES") or os.path.join(REPO, "data", "sft", "sft_train.parquet")], SFT_DATA_FIX
     if args.smoke:
         default = [os.path.join(REPO, "data", "smoke", f"xlam_{s}.parquet") for s in ("train", "val")]
         fix = SMOKE_DATA_FIX
     else:
         default = [os.path.join(REPO, "data", "toucan", f"toucan_{s}.parquet") for s in ("train", "test")]
         fix = RUN_DATA_FIX
-    files = [os.environ.get("TRAIN_FILES") or default[0], os.environ.get("VAL_FILES") or default[1]]
-    return check_data(files, fix)
+    return [os.environ.get("TRAIN_FILES") or default[0], os.environ.get("VAL_FILES") or default[1]], fix
+
+
+def data_check(args: argparse.Namespace) -> Check:
+    return check_data(*data_files(args))
+
+
+def run_model(args: argparse.Namespace) -> str:
+    if args.model_path:
+        return args.model_path
+    if args.sft:
+        return os.environ.get("BASE_MODEL") or SFT_MODEL
+    return os.environ.get("MODEL_PATH") or SMOKE_MODEL if args.smoke else default_model_path()
 
 
 def run_checks(args: argparse.Namespace) -> list[Check]:
     pins = pinned_versions()
-    torch_check, torch_module = check_torch(pins["torch"])
-    checks = [check_python(), torch_check, check_gpu_count(torch_module, args.gpus_per_node),
-              check_flash_attn(pins["flash-attn"], torch_module, args.attn), check_vllm(pins["vllm"]), check_verl(),
-              check_plugin()]  # fmt: skip
+    if args.device == "cpu":
+        checks = [check_python(), Check("GPU software", None, "--device cpu: no CUDA, GPU, flash-attn or vLLM checks")]
+    else:
+        torch_check, torch_module = check_torch(pins["torch"])
+        checks = [check_python(), torch_check, check_gpu_count(torch_module, args.gpus_per_node),
+                  check_flash_attn(pins["flash-attn"], torch_module, args.attn)]  # fmt: skip
+        checks += [] if args.sft else [check_vllm(pins["vllm"])]
+    checks += [check_verl(), check_plugin()]
     checks += server_checks(args)
-    model = args.model_path or (os.environ.get("MODEL_PATH") or SMOKE_MODEL if args.smoke else default_model_path())
+    model = run_model(args)
+    files, _ = data_files(args)
     checks += [check_model_path(model), data_check(args), check_wandb(args.logger)]
+    if args.ray_address and not args.sft:  # the SFT recipe runs torchrun on each node, not Ray
+        key_file = args.api_key_file or os.environ.get("API_KEY_FILE") or os.path.join(services_dir(), "api_key")
+        paths = {"model path": [] if re.fullmatch(r"[\w.-]+/[\w.-]+", model) and not os.path.exists(model) else [model],
+                 "data": files, "API key file": [key_file] if os.path.exists(key_file) else []}  # fmt: skip
+        checks += check_cluster(args.ray_address, args.nnodes * args.gpus_per_node, paths, args.logger)
     return checks
 
 
@@ -481,7 +600,8 @@ def report(checks: list[Check], out=None, recipe: str = "recipes/run_qwen7b_slca
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    recipe = "recipes/run_smoke_1gpu.sh" if args.smoke else "recipes/run_qwen7b_slca.sh"
+    recipe = ("recipes/run_smoke_1gpu.sh" if args.smoke else "recipes/run_qwen7b_sft.sh" if args.sft
+              else "recipes/run_qwen7b_slca.sh")  # fmt: skip
     return report(run_checks(args), recipe=recipe)
 
 

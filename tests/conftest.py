@@ -109,6 +109,16 @@ def vllm():
     return url, model
 
 
+INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/integration belongs to the integration tier (pytest.ini's markers)."""
+    for item in items:
+        if INTEGRATION_DIR in Path(str(item.fspath)).resolve().parents and not item.get_closest_marker("rehearsal"):
+            item.add_marker(pytest.mark.integration)
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--inject-fault", default=None, choices=("sign", "to_summary"),

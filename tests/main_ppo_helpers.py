@@ -4,6 +4,8 @@ import json
 import os
 import subprocess
 
+import subproc
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
 STEPS = 2
@@ -15,7 +17,7 @@ def run_recipe(out_root: str, timeout: int = 1500, args: tuple[str, ...] = (), *
     returns (process, output dir)."""
     env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "TOTAL_TRAINING_STEPS": str(STEPS),
            "RUN_ROOT": out_root, "EXPERIMENT_NAME": "test_run", **env}  # fmt: skip
-    proc = subprocess.run(["bash", RECIPE, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subproc.run(["bash", RECIPE, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     return proc, os.path.join(out_root, env["EXPERIMENT_NAME"])
 
 

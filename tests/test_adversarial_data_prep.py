@@ -6,11 +6,11 @@ docs/bad_inputs.md lists what each bad input gets."""
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pandas as pd
 import pytest
+import subproc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -354,7 +354,7 @@ def test_a_lone_surrogate_quoted_in_a_rejection_detail_does_not_stop_the_report(
 # --- readers ------------------------------------------------------------------------------------------------------
 
 def run_module(source, input_path, out):
-    return subprocess.run([sys.executable, "-m", f"data_prep.{source}", "--input", str(input_path), "--output_dir",
+    return subproc.run([sys.executable, "-m", f"data_prep.{source}", "--input", str(input_path), "--output_dir",
                            str(out), "--no_progress"], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 

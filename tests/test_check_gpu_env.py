@@ -6,11 +6,11 @@ import http.server
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import threading
 
 import pytest
+import subproc
 from sgls_helpers import dead_url
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,7 +110,7 @@ def test_on_a_cpu_machine_it_exits_1_and_names_the_cuda_torch_missing(models_ser
     (model / "config.json").write_text("{}")
     dead = dead_url()
     env = {k: v for k, v in os.environ.items() if k not in RECIPE_ENV}
-    proc = subprocess.run(
+    proc = subproc.run(
         [sys.executable, SCRIPT, "--gpus-per-node", "8", "--sgls-urls", f"{models_server},{dead}", "--sgls-model", "m",
          "--judge-urls", dead, "--model-path", str(model), "--timeout", "2", "--api-key-file", key_file],
         capture_output=True, text=True, timeout=120,

@@ -8,10 +8,10 @@ import asyncio
 import collections
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+import subproc
 import torch
 
 from slca_verl.cpu import tiny_model
@@ -21,7 +21,7 @@ def run_python(code: str, platform: str | None = "cpu") -> dict:
     env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
     if platform:
         env["VERL_PLATFORM"] = platform
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = subproc.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
@@ -226,7 +226,7 @@ def test_assistant_labels_mark_exactly_the_assistant_turns_and_their_end_token(t
 
 def test_gold_episodes_hold_the_call_the_simulated_response_and_a_grounded_reply(tmp_path):
     sample = os.path.join(os.path.dirname(__file__), "..", "examples", "data", "quickstart_xlam.json")
-    subprocess.run([sys.executable, "-m", "data_prep.xlam", "--input", sample, "--output_dir", str(tmp_path),
+    subproc.run([sys.executable, "-m", "data_prep.xlam", "--input", sample, "--output_dir", str(tmp_path),
                     "--no_progress"], check=True, capture_output=True)  # fmt: skip
     dialogues = tiny_model.gold_dialogues([str(tmp_path / "xlam_train.parquet")])
     assert len(dialogues) == 12

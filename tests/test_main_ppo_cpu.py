@@ -11,12 +11,14 @@ It is also the learning test of the trainer path: verl's validation of the held-
 """
 
 import os
-import subprocess
 
 import pytest
+import subproc
 from main_ppo_helpers import read_metrics, run_recipe, tiny_model_dir
 
 from slca_verl.core_algos import SEGMENT_METRICS
+
+pytestmark = pytest.mark.e2e  # verl's main_ppo through the recipe (pytest.ini, tiers)
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 STEPS = 20
@@ -96,7 +98,7 @@ def test_the_last_checkpoint_merges_into_an_hf_model_whose_weights_moved(slca_ru
     out_dir, _, log, _ = slca_run
     actor = os.path.join(out_dir, f"global_step_{STEPS}", "actor")
     merged = tmp_path / "merged"
-    proc = subprocess.run(["python3", "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
+    proc = subproc.run(["python3", "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
                            "--target_dir", str(merged)], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     before = load_file(os.path.join(tiny_model_dir(log), "model.safetensors"))

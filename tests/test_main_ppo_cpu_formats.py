@@ -10,6 +10,8 @@ import os
 import pytest
 from main_ppo_helpers import STEPS, read_metrics, run_recipe
 
+pytestmark = pytest.mark.e2e  # verl's main_ppo through the recipe (pytest.ini, tiers)
+
 
 @pytest.mark.parametrize("tool_format", ["qwen3_coder", "glm"])
 def test_the_cpu_main_job_trains_in_another_tool_call_format(tool_format, tmp_path):

@@ -16,6 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = os.path.join(REPO, "recipes")
 sys.path.insert(0, RECIPES)
 import compose_check  # noqa: E402
+import subproc  # noqa: E402
 
 RL_RECIPES = {
     "run_qwen7b_slca.sh": "slca_grpo",
@@ -32,7 +33,7 @@ EXPECTED_LAYOUT = {"slca_grpo": "slca", "grpo": "scalar", "toolpo": "toolpo", "r
 
 def recipe_args(name: str, out_dir: str, **env) -> list[str]:
     """The hydra overrides a recipe would launch with (DRY_RUN=args), with its run config written under out_dir."""
-    proc = subprocess.run(
+    proc = subproc.run(
         ["bash", os.path.join(RECIPES, name)],
         capture_output=True,
         env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": out_dir, "SERVICES_DIR": out_dir, **env},
@@ -62,7 +63,7 @@ def test_every_shell_script_passes_bash_n():
     scripts = sorted(f for f in os.listdir(RECIPES) if f.endswith(".sh"))
     assert len(scripts) >= 11
     for script in scripts:
-        proc = subprocess.run(["bash", "-n", os.path.join(RECIPES, script)], capture_output=True, text=True)
+        proc = subproc.run(["bash", "-n", os.path.join(RECIPES, script)], capture_output=True, text=True)
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
 
 
@@ -152,6 +153,7 @@ def test_a_baseline_differs_from_the_slca_run_only_where_its_estimator_needs_it(
         "+algorithm.toolpo.lambda_action", "+algorithm.gdpo_reward_keys", "trainer.v1.trainer_mode", "trainer.use_v1",
         "trainer.experiment_name", "trainer.default_local_dir",
         "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",  # the run's own output dir
     }  # fmt: skip
     differing = {k for k in slca.keys() | other.keys() if slca.get(k) != other.get(k)}
     assert differing <= allowed, differing - allowed
@@ -198,7 +200,7 @@ def test_abstention_fix_switches_on_both_fixes_and_still_composes(tmp_path, esti
 
 
 def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
-    proc = subprocess.run(
+    proc = subproc.run(
         ["bash", os.path.join(RECIPES, "run_qwen7b_rltr.sh")],
         capture_output=True, text=True, timeout=180,
         env={**os.environ, "DRY_RUN": "1", "OUTPUT_DIR": str(tmp_path), "SERVICES_DIR": str(tmp_path)},
@@ -301,7 +303,7 @@ def stop_fakes(tmp_path):
 
 
 def serve(script, env):
-    return subprocess.run(["bash", os.path.join(RECIPES, script)], capture_output=True, text=True, env=env,
+    return subproc.run(["bash", os.path.join(RECIPES, script)], capture_output=True, text=True, env=env,
                           timeout=60)  # fmt: skip
 
 
@@ -416,7 +418,7 @@ def test_a_key_file_others_can_read_is_refused_and_api_key_file_none_serves_open
 def test_serve_script_fails_with_the_replicas_log_dir_when_a_server_dies(tmp_path):
     env = serve_env(tmp_path, free_port_pair(), POLL_S="0.1", HEALTH_TIMEOUT_S="20", DETACH="0")
     (tmp_path / "vllm").write_text("#!/usr/bin/env bash\necho 'CUDA out of memory' >&2\nexit 1\n")
-    proc = subprocess.run(["bash", os.path.join(RECIPES, "serve_judge.sh")], capture_output=True, text=True, env=env,
+    proc = subproc.run(["bash", os.path.join(RECIPES, "serve_judge.sh")], capture_output=True, text=True, env=env,
                           timeout=60)  # fmt: skip
     assert proc.returncode != 0
     assert "exited; see" in proc.stderr and not (tmp_path / "judge_urls").exists()
@@ -424,7 +426,7 @@ def test_serve_script_fails_with_the_replicas_log_dir_when_a_server_dies(tmp_pat
 
 
 def test_the_in_domain_eval_command_composes_a_validation_only_run(tmp_path):
-    proc = subprocess.run(
+    proc = subproc.run(
         ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(tmp_path / "ckpt" / "global_step_5")],
         capture_output=True, timeout=60,
         env={**os.environ, "DRY_RUN": "args", "OUT_DIR": str(tmp_path / "ev"), "SERVICES_DIR": str(tmp_path)},
@@ -439,7 +441,7 @@ def test_the_in_domain_eval_command_composes_a_validation_only_run(tmp_path):
 def test_the_in_domain_eval_on_a_cpu_is_a_validation_only_run_of_the_cpu_recipe(tmp_path):
     """DEVICE=cpu: the same eval command validates through the CPU recipe (its platform, rollout, the seed's
     held-out prompts) instead of the 7B recipe's GPU settings."""
-    proc = subprocess.run(
+    proc = subproc.run(
         ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(tmp_path / "ckpt" / "global_step_5")],
         capture_output=True, timeout=60,
         env={**os.environ, "DRY_RUN": "args", "DEVICE": "cpu", "SEED": "7", "OUT_DIR": str(tmp_path / "ev"),
@@ -475,13 +477,13 @@ def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_ch
 @pytest.mark.parametrize("estimator", ["slca_grpo", "grpo"])
 def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tmp_path, estimator):
     def untracked():
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored"], cwd=REPO,
+        out = subproc.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored"], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout  # fmt: skip
         return {line for line in out.splitlines() if "__pycache__" not in line}
 
     before = untracked()
     for recipe in ("run_cpu_tiny_slca.sh", "run_qwen7b_slca.sh"):
-        proc = subprocess.run(["bash", os.path.join(RECIPES, recipe)], capture_output=True, text=True, timeout=180,
+        proc = subproc.run(["bash", os.path.join(RECIPES, recipe)], capture_output=True, text=True, timeout=180,
                               env={**os.environ, "DRY_RUN": "1", "ADV_ESTIMATOR": estimator,
                                    "CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -491,7 +493,7 @@ def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tm
 
 
 def recipe_run(name: str, out_dir: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", os.path.join(RECIPES, name)], capture_output=True, text=True, timeout=60,
+    return subproc.run(["bash", os.path.join(RECIPES, name)], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": out_dir, "SERVICES_DIR": out_dir, **env})
 
 
@@ -512,7 +514,13 @@ def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_
     assert {k for k in set(sdpa) | set(default) if sdpa.get(k) != default.get(k)} == {
         key, "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-        "actor_rollout_ref.rollout.agent.agent_loop_config_path", "trainer.default_local_dir"}  # fmt: skip
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path", "trainer.default_local_dir",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",  # the run's own output dir
+        # padded rows: micro-batches by row count, not by a token cap (which would pack 8 rows of 32k tokens)
+        "actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.ref.log_prob_use_dynamic_bsz",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz"}  # fmt: skip
+    dynamic = "actor_rollout_ref.actor.use_dynamic_bsz"
+    assert (default[dynamic], sdpa[dynamic]) == ("true", "false")
     assert as_dict(recipe_args("run_smoke_1gpu.sh", str(tmp_path / "smoke"), ATTN="sdpa"))[key] == "sdpa"
     bad = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "bad"), ATTN="flash")
     assert bad.returncode == 2 and "unknown ATTN=flash" in bad.stderr
@@ -558,7 +566,7 @@ def test_build_only_finds_a_built_model_prints_its_dir_and_starts_no_trainer(tmp
     (tiny / "model").mkdir(parents=True)
     (tiny / "model" / "config.json").write_text("{}")
     out = tmp_path / "run"
-    proc = subprocess.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True,
+    proc = subproc.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "BUILD_ONLY": "1", "TINY_DIR": str(tiny),
                                            "OUTPUT_DIR": str(out), "SEED": "3"})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

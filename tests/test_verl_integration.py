@@ -3,12 +3,12 @@ TransferQueue."""
 
 import logging
 import os
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+import subproc
 import torch
 import verl
 from conftest import make_batch
@@ -36,7 +36,7 @@ def compose_ppo(*overrides):
 
 
 def run_python(code: str, **env):
-    return subprocess.run(
+    return subproc.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,

@@ -9,10 +9,10 @@ Tier setup: ``bash scripts/bfcl_setup.sh`` (bfcl-eval with its dependencies in i
 import ast
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+import subproc
 
 from slca_verl.eval import bfcl_leaderboard
 
@@ -23,7 +23,7 @@ ENTRIES = ("multi_turn_base_0", "multi_turn_miss_func_0")
 def bfcl_data(bfcl_python) -> Path:
     """The data folder of the bfcl-eval that will score (its own venv's copy)."""
     code = "import bfcl_eval, os; print(os.path.dirname(bfcl_eval.__file__))"
-    out = subprocess.run([bfcl_python, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+    out = subproc.run([bfcl_python, "-c", code], capture_output=True, text=True, check=True, timeout=120,
                          env={**os.environ, "BFCL_PROJECT_ROOT": "/tmp"})  # fmt: skip
     return Path(out.stdout.strip().splitlines()[-1]) / "data"
 

@@ -12,6 +12,7 @@ import os
 import subprocess
 
 import pytest
+import subproc
 from main_ppo_helpers import REPO, STEPS, run_recipe
 from sgls_helpers import free_port
 from test_tau2_mock import tau2_bin
@@ -36,7 +37,7 @@ def checkpoint(tmp_path_factory, vllm):
 def run_eval(script: str, ckpt: str, out_dir: str, **env) -> subprocess.CompletedProcess:
     env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "DEVICE": "cpu", "OUT_DIR": out_dir,
            "PORT": str(free_port()), **env}  # fmt: skip
-    return subprocess.run(["bash", os.path.join(REPO, "recipes", script), ckpt], cwd=REPO, env=env,
+    return subproc.run(["bash", os.path.join(REPO, "recipes", script), ckpt], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=1500)
 
 

@@ -1,0 +1,63 @@
+"""The GPU user's path rehearsed on the CPU (recipes/rehearse_cpu.sh): data in the authors' release layout ->
+verl's SFT trainer -> the simulator and judge served by recipes/serve_*.sh on vLLM's CPU build -> SLCA-GRPO on a
+two-node Ray cluster from the SFT checkpoint -> the three evaluations -> one summary.md. ~20 minutes."""
+
+import json
+import os
+
+import pytest
+import subproc
+from main_ppo_helpers import REPO, read_metrics
+
+pytestmark = pytest.mark.rehearsal
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    work = tmp_path_factory.mktemp("rehearsal")
+    env = {k: v for k, v in os.environ.items() if k not in ("VERL_PLATFORM", "RAY_ADDRESS", "OUTPUT_DIR", "DEVICE")}
+    proc = subproc.run(["bash", os.path.join(REPO, "recipes", "rehearse_cpu.sh")], cwd=REPO, capture_output=True,
+                       text=True, timeout=3600, env={**env, "WORK": str(work)})  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
+    return work, proc.stdout + proc.stderr
+
+
+def test_every_stage_ran_and_the_report_names_its_wall_time(rehearsal):
+    work, _ = rehearsal
+    stages = [line.split("\t") for line in (work / "stages.tsv").read_text().splitlines()]
+    names = [s[0] for s in stages]
+    for name in ("data", "preflight_sft", "sft", "serve_sgls", "serve_judge", "ray_start", "preflight_rl", "rl",
+                 "eval_in_domain", "eval_bfcl", "eval_tau2"):  # fmt: skip
+        assert name in names, names
+    assert all(rc == "0" for _, _, rc in stages)
+    assert "| **total** |" in (work / "rehearsal.md").read_text()
+
+
+def test_rl_started_from_the_sft_checkpoint_on_two_nodes(rehearsal):
+    work, _ = rehearsal
+    rl_log = (work / "logs" / "rl.log").read_text()
+    sft = sorted((work / "checkpoints" / "sft" / "qwen2_5_7b_sft").glob("global_step_*/huggingface"))
+    assert sft, "verl's SFT trainer wrote no HF checkpoint"
+    assert f"actor_rollout_ref.model.path={sft[-1]}" in rl_log  # the recipe's default found it
+    assert "trainer.nnodes=2" in rl_log and "+ray_kwargs.ray_init.address=127.0.0.1:" in rl_log
+    rl_dir = work / "checkpoints" / "slca_verl" / "qwen2_5_7b_slca_grpo"
+    metrics = read_metrics(str(rl_dir))  # the file logger's path reached the trainer's node
+    assert sorted(metrics) == [1, 2]
+    assert all("slca/tool_tokens/mean" in m for m in metrics.values())
+
+
+def test_the_preflight_asked_every_node_of_the_cluster(rehearsal):
+    work, _ = rehearsal
+    log = (work / "logs" / "preflight_rl.log").read_text()
+    assert "OK       Ray cluster 127.0.0.1:" in log and "2 node(s), 2 GPUs" in log
+    assert log.count("node 127.0.0.1 wandb: WANDB_MODE=offline") == 2
+    assert "SGLS server" in log and "Judge server" in log and "MISSING" not in log
+
+
+def test_the_summary_holds_the_three_evaluations(rehearsal):
+    work, _ = rehearsal
+    summary = (work / "eval" / "summary.md").read_text()
+    row = [line for line in summary.splitlines() if line.startswith("| rehearsal |")]
+    assert row and "not run" not in row[0], summary
+    assert json.loads((work / "eval" / "in_domain.json").read_text())["overall"]["n"] == 8
+    assert (work / "eval" / "bfcl_leaderboard.json").exists() and (work / "eval" / "tau2.json").exists()

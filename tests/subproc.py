@@ -1,0 +1,38 @@
+"""``run``: :func:`subprocess.run` for tests, the child in a process group of its own that is killed whole when the
+test times it out or is interrupted. ``subprocess.run`` kills only the child it started: a recipe's ``bash`` dies,
+and its python (a warm-up, a trainer, a server) runs on as an orphan into the tests after it."""
+
+import os
+import signal
+import subprocess
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL every process of ``proc``'s group (``proc`` leads it: started with ``start_new_session``)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run(args, *, timeout=None, input=None, capture_output=False, check=False, **kwargs) -> subprocess.CompletedProcess:
+    """Like :func:`subprocess.run` (same keywords), the child leading a new process group; on a timeout or any
+    exception (KeyboardInterrupt included) the whole group is killed before the error goes on."""
+    if capture_output:
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    if input is not None:
+        kwargs["stdin"] = subprocess.PIPE
+    with subprocess.Popen(args, start_new_session=True, **kwargs) as proc:
+        try:
+            stdout, stderr = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            kill_group(proc)
+            exc.stdout, exc.stderr = proc.communicate()
+            raise
+        except BaseException:
+            kill_group(proc)
+            raise
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    if check:
+        done.check_returncode()
+    return done
