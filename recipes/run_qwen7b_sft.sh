@@ -62,6 +62,10 @@ DATA=(
   data.max_length="${MAX_LENGTH}"
   data.max_token_len_per_gpu="${MAX_TOKEN_LEN_PER_GPU}"
   data.truncation=right
+  # each dialogue tokenized once, as RL renders it (verl's own dataset stops at the first parallel tool call under
+  # the Qwen templates: slca_verl/sft_dataset.py)
+  data.custom_cls.path=pkg://slca_verl.sft_dataset
+  data.custom_cls.name=WholeDialogueSFTDataset
 )
 MODEL=(
   model.path="${BASE_MODEL}"

@@ -540,13 +540,14 @@ def server_checks(args: argparse.Namespace) -> list[Check]:
 
 def data_files(args: argparse.Namespace) -> tuple[list[str], str]:
     """The run's data files (the recipe's defaults unless TRAIN_FILES / VAL_FILES) and the command that makes them."""
+    data_dir = os.environ.get("DATA_DIR") or os.path.join(REPO, "data")  # the recipes' DATA_DIR
     if args.sft:
-        return [os.environ.get("TRAIN_FILES") or os.path.join(REPO, "data", "sft", "sft_train.parquet")], SFT_DATA_FIX
+        return [os.environ.get("TRAIN_FILES") or os.path.join(data_dir, "sft", "sft_train.parquet")], SFT_DATA_FIX
     if args.smoke:
         default = [os.path.join(REPO, "data", "smoke", f"xlam_{s}.parquet") for s in ("train", "val")]
         fix = SMOKE_DATA_FIX
     else:
-        default = [os.path.join(REPO, "data", "toucan", f"toucan_{s}.parquet") for s in ("train", "test")]
+        default = [os.path.join(data_dir, "toucan", f"toucan_{s}.parquet") for s in ("train", "test")]
         fix = RUN_DATA_FIX
     return [os.environ.get("TRAIN_FILES") or default[0], os.environ.get("VAL_FILES") or default[1]], fix
 

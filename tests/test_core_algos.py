@@ -333,3 +333,13 @@ def test_segment_statistics_are_collected_when_asked(two_groups):
         pass
     compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
     assert other == {}
+
+
+def test_every_segment_metric_is_documented_in_the_method_page():
+    import os
+
+    from slca_verl.core_algos import SEGMENT_METRICS
+
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "method.md"), encoding="utf-8").read()
+    table = page[page.index("## Metrics") :]
+    assert [k for k in SEGMENT_METRICS if f"`{k}`" not in table] == []

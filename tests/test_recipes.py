@@ -25,6 +25,7 @@ RL_RECIPES = {
     "run_qwen7b_rltr.sh": "rltr",
     "run_qwen7b_gdpo.sh": "gdpo_v1",
     "run_qwen3b_slca.sh": "slca_grpo",
+    "run_qwen7b_slca_1node.sh": "slca_grpo",
     "run_smoke_1gpu.sh": "slca_grpo",
     "run_cpu_tiny_slca.sh": "slca_grpo",
 }
@@ -572,3 +573,15 @@ def test_build_only_finds_a_built_model_prints_its_dir_and_starts_no_trainer(tmp
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == str(tiny)
     assert not out.exists()
+
+
+def test_the_one_node_recipe_trains_on_four_gpus_beside_a_smaller_simulator_and_judge(composed, tmp_path):
+    args, cfg, _ = composed["run_qwen7b_slca_1node.sh"]
+    assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (1, 4)
+    assert as_dict(args)["+reward.custom_reward_function.reward_kwargs.judge_model"] == "gpt-oss-20b"
+    (entry,) = yaml.safe_load(open(as_dict(args)["actor_rollout_ref.rollout.agent.agent_loop_config_path"]))
+    assert entry["sgls"]["model"] == "Qwen3-30B-A3B-Instruct-2507"
+    paper = as_dict(composed["run_qwen7b_slca.sh"][0])  # the algorithm is the 7B recipe's
+    for key in ("data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.optim.lr",
+                "data.max_response_length", "actor_rollout_ref.actor.kl_loss_coef"):  # fmt: skip
+        assert as_dict(args)[key] == paper[key], key

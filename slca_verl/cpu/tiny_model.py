@@ -34,6 +34,8 @@ import os
 import sys
 from typing import Any, Sequence
 
+from slca_verl.chatml import assistant_labels
+
 logger = logging.getLogger(__name__)
 
 #: Shape of the tiny Qwen3 (about 10M parameters, nearly all in the tied 151,936 x 64 embedding).
@@ -256,28 +258,6 @@ def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, u
             raise ValueError(f"--share must be in (0, 1], got {share}")
         rows = random.Random(seed).sample(rows, max(1, round(share * len(rows))))
     return asyncio.run(run(rows))
-
-
-ASSISTANT_OPEN = "<|im_start|>assistant\n"
-TURN_END = "<|im_end|>"
-
-
-def assistant_labels(tokenizer, messages: list[dict]) -> tuple[list[int], list[bool]]:
-    """Token ids of the whole rendered dialogue and, per token, whether it was written by the assistant.
-
-    Trained tokens are everything between ``<|im_start|>assistant\n`` and the ``<|im_end|>`` that closes the turn
-    (that token included, so the policy learns to stop), as verl's multi-turn SFT dataset trains them.
-    """
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
-    spans, start = [], 0
-    while (i := text.find(ASSISTANT_OPEN, start)) >= 0:
-        j = text.find(TURN_END, i)
-        j = len(text) if j < 0 else j + len(TURN_END)
-        spans.append((i + len(ASSISTANT_OPEN), j))
-        start = j
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    trained = [any(a <= s and e <= b for a, b in spans) for s, e in enc["offset_mapping"]]
-    return list(enc["input_ids"]), trained
 
 
 def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr: float = 3e-3, seed: int = 0,
