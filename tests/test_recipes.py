@@ -475,7 +475,8 @@ def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_ch
     assert "trainer.device" not in big and big["actor_rollout_ref.rollout.name"] == "vllm"
 
 
-@pytest.mark.parametrize("estimator", ["slca_grpo", "grpo"])
+# grpo's variant (another reward layout, the same writes) runs in the e2e tier: ~15 s of the default tier's budget
+@pytest.mark.parametrize("estimator", ["slca_grpo", pytest.param("grpo", marks=pytest.mark.e2e)])
 def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tmp_path, estimator):
     def untracked():
         out = subproc.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored"], cwd=REPO,
