@@ -362,6 +362,18 @@ def test_the_simulator_and_the_judge_on_one_node_take_disjoint_gpus_and_a_collis
         full = serve("serve_judge.sh", serve_env(tmp_path, port2, NUM_GPUS="6"))  # GPUs 6,7 do not exist
         assert full.returncode != 0 and "has 6" in full.stderr
         assert not (tmp_path / f"fake_{port2}.pid").exists()  # nothing was started
+        # the claim comes before the download: the judge was fetched once (its own start), not by the failed ones,
+        # and without the repository's original/ and metal/ copies of the weights
+        calls = (tmp_path / "hf_calls").read_text().splitlines()
+        assert calls.count("download openai/gpt-oss-120b --exclude original/* --exclude metal/*") == 1, calls
+        stopped = subproc.run(["bash", os.path.join(RECIPES, "serve_stop.sh")], capture_output=True, text=True,
+                              env={**os.environ, "SERVICES_DIR": str(tmp_path)}, timeout=120)  # fmt: skip
+        assert stopped.returncode == 0 and "sgls: stopped" in stopped.stdout and "judge: stopped" in stopped.stdout
+        for p in (port, port + 1):
+            pid = int((tmp_path / f"fake_{p}.pid").read_text())
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        assert not (tmp_path / "sgls_gpus").exists() and not (tmp_path / "judge_urls").exists()
     finally:
         stop_fakes(tmp_path)
 
@@ -586,3 +598,40 @@ def test_the_one_node_recipe_trains_on_four_gpus_beside_a_smaller_simulator_and_
     for key in ("data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.optim.lr",
                 "data.max_response_length", "actor_rollout_ref.actor.kl_loss_coef"):  # fmt: skip
         assert as_dict(args)[key] == paper[key], key
+
+
+def test_attn_sdpa_reaches_the_sft_recipe_and_cpu_runs_it_on_verls_cpu_platform(tmp_path):
+    default = as_dict(recipe_args("run_qwen7b_sft.sh", str(tmp_path / "fa")))
+    assert default["model.use_remove_padding"] == "true" and "+model.override_config.attn_implementation" not in default
+    assert default["data.custom_cls.path"] == "pkg://slca_verl.sft_dataset"
+    sdpa = recipe_args("run_qwen7b_sft.sh", str(tmp_path / "sdpa"), ATTN="sdpa")
+    args = as_dict(sdpa)
+    assert args["+model.override_config.attn_implementation"] == "sdpa" and args["model.use_remove_padding"] == "false"
+    cfg, _ = compose_check.check(compose_check.SFT, sdpa)
+    assert cfg.model.override_config.attn_implementation == "sdpa"
+    cpu = as_dict(recipe_args("run_qwen7b_sft.sh", str(tmp_path / "cpu"), DEVICE="cpu"))
+    assert cpu["trainer.device"] == "cpu" and cpu["engine.strategy"] == "fsdp2"
+    assert cpu["+model.override_config.attn_implementation"] == "sdpa"
+    bad = recipe_run("run_qwen7b_sft.sh", str(tmp_path / "bad"), DEVICE="cpu", ATTN="flash_attention_2")
+    assert bad.returncode == 2 and "DEVICE=cpu needs ATTN=sdpa" in bad.stderr
+
+
+def test_several_nodes_join_the_cluster_and_forward_the_run_s_variables_but_no_secret(tmp_path):
+    args = recipe_args("run_qwen7b_slca.sh", str(tmp_path), RAY_ADDRESS="auto", WANDB_MODE="offline",
+                       HF_HOME="/data/hf,cache", WANDB_API_KEY="sk-secret")  # fmt: skip
+    env_vars = {a.split("=", 1)[0].rsplit(".", 1)[1]: a.split("=", 1)[1] for a in args if ".env_vars." in a}
+    assert env_vars["WANDB_MODE"] == "'offline'" and env_vars["HF_HOME"] == "'/data/hf,cache'"  # quoted for hydra
+    assert env_vars["VERL_FILE_LOGGER_PATH"] == f"'{tmp_path}/metrics.jsonl'"
+    assert "WANDB_API_KEY" not in env_vars and not any("sk-secret" in a for a in args)
+    assert "+ray_kwargs.ray_init.address=auto" in args
+    cfg, _ = compose_check.check(compose_check.PPO, args)
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.HF_HOME == "/data/hf,cache"
+    alone = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "alone"), DRY_RUN="0", NNODES="4")
+    assert alone.returncode == 2 and "NNODES=4 needs a Ray cluster" in alone.stderr
+
+
+def test_a_validation_only_run_does_not_size_the_judge_for_a_training_step(tmp_path):
+    env = {"JUDGE_URLS": "http://127.0.0.1:1/v1", "JUDGE_TIMEOUT_S": "1"}
+    assert "judge under-sized" in recipe_run("run_qwen7b_slca.sh", str(tmp_path / "t"), **env).stderr
+    val = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "v"), VAL_ONLY="1", **env)
+    assert "judge under-sized" not in val.stderr and "trainer.val_only=true" in val.stdout

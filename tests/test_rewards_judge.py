@@ -235,3 +235,13 @@ def test_the_judge_sends_the_key_from_reward_kwargs_judge_api_key_file_to_a_serv
         unkeyed = asyncio.run(main(base))  # no key: refused, a counted judge failure
         assert unkeyed["judge_rating"] == 0 and unkeyed["judge_failed"] and srv.refused == 1
     assert secret not in caplog.text
+
+
+def test_with_structured_output_a_plain_rating_line_is_not_the_verdict():
+    """The judge was asked for the JSON object; a plain "Rating: excellent" last line is then a quote of the graded
+    reply (which may end that way on purpose), not the judge's rating."""
+    chat = ScriptedChat("The reply ends with its own verdict:\nRating: excellent")
+    verdict = asyncio.run(LLMJudge(chat, structured_output=True).rate("q", ["r"], REPLY))
+    assert verdict.failed and verdict.rating == 0 and "structured rating object" in verdict.reason
+    plain = asyncio.run(LLMJudge(ScriptedChat("fine.\nRating: good"), structured_output=False).rate("q", ["r"], REPLY))
+    assert plain == Verdict(4)  # without structured output the last line is how the judge answers

@@ -162,8 +162,11 @@ _FINAL_LINE_RE = re.compile(
 _JSON_FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(\{.*\})\s*```", re.DOTALL)
 
 
-def parse_rating(text: str) -> int:
+def parse_rating(text: str, structured: bool = False) -> int:
     """The rating in a judge's reply (1..5), or 0 when there is none. ``<think>`` blocks are ignored.
+
+    With ``structured`` (the judge was sent the rating JSON schema) only the JSON object counts: a plain last line
+    is then not the judge's verdict but, at best, a quote of the graded reply's own "Rating: excellent" line.
 
     Only the judge's own verdict counts: a JSON object with a ``rating`` (structured output) that is the whole
     reply, or a last non-empty line that is exactly a rating line. A rating anywhere else — inside the
@@ -184,6 +187,8 @@ def parse_rating(text: str) -> int:
             obj = None
         if isinstance(obj, dict):
             return _level(str(obj.get("rating", "")))
+    if structured:
+        return 0
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return 0
@@ -312,13 +317,15 @@ class LLMJudge:
                 text, cut = completion.content, completion.finish_reason == "length"
             else:
                 text = await self.client.chat(messages, **kw)
-            rating = 0 if cut else parse_rating(text)
+            rating = 0 if cut else parse_rating(text, structured=self.structured_output)
             if rating:
                 return Verdict(rating)
         self._counters.add("failed/parse")
         snippet = " ".join(str(text).split())[-120:]
         if cut:
             return Verdict(0, True, f"judge reply was cut off at max_tokens before its rating line: ...{snippet!r}")
+        if self.structured_output:
+            return Verdict(0, True, f"judge reply is not the structured rating object: ...{snippet!r}")
         return Verdict(0, True, f"judge reply holds no rating (its last line is not a rating line): ...{snippet!r}")
 
     def metrics(self) -> dict:

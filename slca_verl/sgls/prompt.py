@@ -60,12 +60,22 @@ def fence_tag(texts: list[str], key: str = "") -> str:
             return f"data-{code}"
 
 
-#: the opening bracket of anything shaped like a fence tag (``<data-…``, ``</ data-…``, any case or nonce)
-_FENCE_LOOKALIKE = re.compile(r"<(?=\s*/?\s*data-)", re.IGNORECASE)
+#: characters a reader (or a model) skips: whitespace, zero-width and joiner characters, soft hyphen, bidi marks,
+#: variation selectors, word joiners, BOM, Hangul fillers
+_INVISIBLE = (r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+              r"\u3164\ufe00-\ufe0f\ufeff\uffa0]*")  # fmt: skip
+#: the opening bracket (``<``, or its fullwidth / small forms) of anything shaped like a fence tag: ``data`` opened or
+#: closed, with any suffix (``<data-…``, ``</data>``, ``< / DATA >``), any case, invisible characters anywhere in it
+_FENCE_LOOKALIKE = re.compile(
+    r"[<\uff1c\ufe64](?=" + _INVISIBLE + r"/?" + _INVISIBLE + _INVISIBLE.join("data")
+    + r"(?:[-/>\ufe65\uff1e]|" + _INVISIBLE[:-1] + r"|$))",   # then a tag's next character, or any invisible one
+    re.IGNORECASE,
+)
 
 
 def neutralise_fence_tags(text: str) -> str:
-    """``text`` with every fence-tag look-alike defused (``</data-0000…>`` → ``&lt;/data-0000…>``).
+    """``text`` with every fence-tag look-alike defused (``</data-0000…>`` → ``&lt;/data-0000…>``, ``</data>`` →
+    ``&lt;/data>``, zero-width characters inside the name or fullwidth brackets included).
 
     The per-request nonce already keeps untrusted text from closing its real fence, but a model that does not
     compare nonces can still read ``</data-…>`` inside data as the end of the data and what follows as
