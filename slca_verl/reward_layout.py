@@ -8,7 +8,9 @@ response tokens so that an estimator can recover them by summing over segments:
     the no-call penalty) on the last token of the summary segment. Whenever both segments exist, the row sums to
     ``score`` (what plain ``grpo`` would see). Faithful to the authors, a component whose segment is absent is not
     placed: a rollout without tool calls contributes no execution reward, one cut before its summary no preference
-    reward (the dropped amount is returned so the agent loop can report it).
+    reward (the dropped amount is returned so the agent loop can report it). One exception: a negative ``r_sum``
+    (the no-call penalty, or a negative total) with no summary segment lands on the last trained token, so a
+    rollout whose last turn only looks like a call attempt cannot shed the penalty.
 ``slca_turns`` (for ``slca_grpo`` with ``algorithm.slca.credit=turn``)
     each tool turn's step reward (HierR's ``step_rewards``) on that turn's last token, ``r_sum`` as in ``slca``.
 ``scalar`` (for ``grpo``, ``grpo_vectorized``, ``gdpo`` ...)
@@ -91,12 +93,20 @@ def place(rm_scores: torch.Tensor, index: int | None, amount: float) -> float:
     return 0.0
 
 
+def summary_index(segment_ids: torch.Tensor, r_sum: float) -> int | None:
+    """Where ``r_sum`` goes: the summary's last token; without a summary, a negative ``r_sum`` (a penalty) goes to
+    the last trained token and anything else nowhere (None)."""
+    index = last_index(segment_ids, SUMMARY)
+    return last_index(segment_ids) if index is None and float(r_sum) < 0 else index
+
+
 @register_layout("slca")
 def slca_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Tensor, float]:
-    """r_tool -> end of the tool segment, r_sum -> end of the summary segment."""
+    """r_tool -> end of the tool segment, r_sum -> end of the summary segment (a penalty without one: the last
+    trained token)."""
     rm = torch.zeros(len(segment_ids), dtype=torch.float32)
     dropped = place(rm, last_index(segment_ids, TOOL), reward["r_tool"])
-    dropped += place(rm, last_index(segment_ids, SUMMARY), reward["r_sum"])
+    dropped += place(rm, summary_index(segment_ids, reward["r_sum"]), reward["r_sum"])
     return rm, dropped
 
 
@@ -142,7 +152,7 @@ def slca_turns_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Te
     dropped = sum(steps[len(runs):])
     for (_, end), r in zip(runs, steps):
         place(rm, end - 1, r)
-    dropped += place(rm, last_index(segment_ids, SUMMARY), reward["r_sum"])
+    dropped += place(rm, summary_index(segment_ids, reward["r_sum"]), reward["r_sum"])
     return rm, float(dropped)
 
 

@@ -72,3 +72,20 @@ async def test_a_call_the_format_cannot_read_gets_its_error_and_is_scored_invali
     else:  # it cannot: the loop answered the error, HierR counts the same invalid call and no call
         assert record["calls"] == [] and record["errors"] == [f"unreadable {name} call"]
         assert reward["no_call"] == 1 and reward["fmt"] == 0.0 and reward["num_calls"] == 0
+
+
+@pytest.mark.parametrize("name", [*VERL_FORMATS, "hermes"])
+@pytest.mark.parametrize("last", [False, True], ids=["reply_follows", "episode_ends_on_it"])
+async def test_a_bare_call_marker_is_an_attempt_and_never_sheds_the_no_call_penalty(name, tok, last):
+    """Every marker the loop takes for a tool turn is one the reward scores as an attempt (an error entry), and on a
+    gold row the no-call penalty stays on the rollout's tokens, also when the marked turn is the last one."""
+    for marker in get_format(name).spec.markers:
+        cfg = compose_config(f"actor_rollout_ref.rollout.multi_turn.format={name}")
+        row = make_row(Q, [WEATHER], PARIS, f"bare-{name}")
+        turns = [f"{SUMMARY_TEXT} {marker}", SUMMARY_TEXT]
+        (out,), _ = await rollout(cfg, tok, {Q: turns}, [row], max_assistant_turns=1 if last else 2)
+        reward, data = await reward_layout(out, row)
+        assert runs(out.segment_ids)[0][0] == TOOL, marker  # the loop took the marked turn for a tool turn ...
+        assert reward["num_calls"] == 0 and reward["format_valid"] < 1, (marker, reward)  # ... and so did HierR
+        assert reward["no_call"] == 1 and reward["score"] == -0.5
+        assert float(data["rm_scores"].sum()) == pytest.approx(-0.5), marker  # the penalty was not dropped

@@ -50,3 +50,20 @@ def test_slca_grpo_recovers_the_components_the_layout_placed():
     )
     assert adv[0, 0] > 0 > adv[1, 0]  # better tool calls -> positive tool advantage
     assert adv[0, 3] < 0 < adv[1, 3]  # better summary -> positive summary advantage
+
+
+def test_a_penalty_without_a_summary_lands_on_the_last_trained_token_and_nothing_else_moves():
+    """A rollout whose last turn only looks like a call has no summary segment: its no-call penalty (-0.5 in r_sum)
+    goes to the last trained token instead of being dropped; a zero or positive r_sum without a summary is still
+    not placed (the authors' rule)."""
+    ids = torch.tensor([1, 1, 0, 0, 1, 1, 0])  # tool, observation, tool (the marked last turn), padding
+    layout = get_layout("slca")
+    rm, dropped = layout(ids, {"r_tool": 0.0, "r_sum": -0.5, "score": -0.5})
+    assert rm.tolist() == [0, 0, 0, 0, 0, -0.5, 0] and dropped == 0.0
+    rm, dropped = layout(ids, {"r_tool": 0.4, "r_sum": 0.25, "score": 0.65})
+    assert rm.tolist() == pytest.approx([0, 0, 0, 0, 0, 0.4, 0]) and dropped == pytest.approx(0.25)
+    with_summary = torch.tensor([1, 1, 0, 2, 2, 0, 0])
+    rm, dropped = layout(with_summary, {"r_tool": 0.0, "r_sum": -0.5, "score": -0.5})
+    assert rm.tolist() == [0, 0, 0, 0, -0.5, 0, 0] and dropped == 0.0
+    rm, _ = get_layout("slca_turns")(ids, {"r_tool": 0.0, "r_sum": -0.5, "score": -0.5, "step_rewards": "[0.1, 0.2]"})
+    assert rm.tolist() == pytest.approx([0, 0.1, 0, 0, 0, 0.2 - 0.5, 0])

@@ -10,6 +10,9 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from slca_verl.toolcall.formats import SPECS, get_format
 
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "weather of a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
 CALLS = [{"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
          {"name": "set_alarm", "arguments": {"hour": 7, "loud": True}}]  # fmt: skip
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
@@ -113,3 +116,25 @@ def test_a_parse_record_not_in_the_loops_shape_is_one_invalid_call_never_a_call_
                                        parsed_turns=[record, None]))  # fmt: skip
     assert row["num_calls"] == 0 and row["no_call"] == 1 and row["fmt"] == 0.0
     assert "unreadable agent-loop parse record" in row["reason"]
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+async def test_every_marker_of_every_format_alone_is_a_counted_attempt(name):
+    """What the agent loop takes for a tool turn (any of the format's markers) the reward scores as an attempt: a
+    marker with nothing readable behind it is an error entry and counts in the format denominator."""
+    fmt = get_format(name)
+    for marker in fmt.spec.markers:
+        for text in (f"The answer is 4. {marker}", f"{marker} then text", marker):
+            parsed = await fmt.parse(text, allowed={"get_weather"})
+            assert parsed.blocks == [] and parsed.errors, (marker, text)
+            assert parsed.tag_denominator >= 1 and not parsed.fully_valid, (marker, text)
+
+
+async def test_kimi_arguments_that_are_not_an_object_are_an_error_not_an_empty_call():
+    """verl's kimi parser turns them into {} and the call would run; every other format reports them."""
+    kimi = get_format("kimi")
+    good = kimi.render_calls([{"name": "get_weather", "arguments": {"city": "Paris"}}])
+    bad = good.replace('{"city": "Paris"}', '["Paris"]')
+    assert (await kimi.parse(good, allowed={"get_weather"}, tools=[WEATHER_TOOL])).calls
+    parsed = await kimi.parse(bad, allowed={"get_weather"}, tools=[WEATHER_TOOL])
+    assert parsed.blocks == [] and parsed.errors == ["kimi call arguments are not a JSON object"]

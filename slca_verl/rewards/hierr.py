@@ -200,12 +200,14 @@ async def turn_parses(assistant_texts: list[str], call_format: str, allowed: set
                       parsed_turns: list | None = None) -> list[ParsedCalls]:  # fmt: skip
     """Each assistant turn's own parse, read as the loop reads it (``<think>`` stripped per turn; the loop's records
     for non-hermes formats when it sent them)."""
-    if parsed_turns is not None and call_format != "hermes":
-        return [parsed_from_records([r], allowed) for r in parsed_turns]
     if call_format != "hermes":
         fmt = get_format(call_format)
-        return [await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
-                for t in assistant_texts]  # fmt: skip
+        records = list(parsed_turns) if parsed_turns is not None else [None] * len(assistant_texts)
+        records += [None] * (len(assistant_texts) - len(records))
+        # a turn the loop did not parse (the episode ended on it) is parsed here, as the loop would have
+        return [parsed_from_records([r], allowed) if r is not None else
+                await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
+                for r, t in zip(records, assistant_texts)]  # fmt: skip
     return [parse_tool_calls(strip_think(t), allowed, accept_string_arguments=accept_string_arguments)
             for t in assistant_texts]  # fmt: skip
 
@@ -289,12 +291,11 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     last_attempted = False
     turns = await turn_parses(assistant_texts, call_format, gt.allowed_tools, cfg.accept_string_arguments,
                               gt.tool_schemas, parsed_turns)  # fmt: skip
-    if parsed_turns is not None and call_format != "hermes":
-        parsed = parsed_from_records(list(parsed_turns), gt.allowed_tools)
-        last = parsed_turns[-1] if parsed_turns else None
-        last_attempted = bool(isinstance(last, dict) and (last.get("open") or last.get("close")))
-    else:  # one parse per turn, merged (each non-hermes turn's calls one parallel step)
-        parsed = merge_turns(turns, steps=call_format != "hermes")
+    # one parse per turn, merged (each non-hermes turn's calls one parallel step)
+    parsed = merge_turns(turns, steps=call_format != "hermes")
+    if parsed_turns is not None and call_format != "hermes" and turns:
+        last = turns[-1]  # the loop's parse of the last turn: a marker its special tokens hid from the text counts
+        last_attempted = bool(last.open_tags or last.close_tags or last.errors or last.blocks)
     per_step = step_rewards(turns, gt, cfg.weights, cfg.extra_step_reward)
     reasons += parsed.errors[:3] + (
         [f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else []

@@ -24,6 +24,7 @@ parser reads it back; ``tests/test_toolcall_formats.py`` round-trips every forma
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -197,7 +198,11 @@ class ToolCallFormat:
             calls, reason = [], f"{self.name} parser failed ({type(e).__name__})"
             out.errors += [reason] * max(1, out.tag_denominator)
             return out
-        for fc in calls:
+        coerced = _coerced_arguments(self.name, visible, len(calls))
+        for fc, was_coerced in zip(calls, coerced):
+            if was_coerced:
+                out.errors.append(f"{self.name} call arguments are not a JSON object")
+                continue
             try:
                 arguments = json.loads(fc.arguments) if isinstance(fc.arguments, str) else fc.arguments
             except (ValueError, RecursionError):
@@ -209,7 +214,30 @@ class ToolCallFormat:
             (out.errors.append(err) if err else out.blocks.append([call]))
         lost = out.tag_denominator - len(calls)
         out.errors += [f"unreadable {self.name} call"] * max(0, lost)
+        if not out.blocks and not out.errors:  # a marker, and nothing verl's parser read: an attempt all the same
+            out.errors.append(f"a {self.name} tool-call marker without a call the parser could read")
+        out.denominator = max(out.tag_denominator, len(out.blocks) + len(out.errors))  # every attempt counts
         return out
+
+
+_KIMI_CALL_RE = re.compile(r"<\|tool_call_begin\|>.*?<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.S)
+
+
+def _coerced_arguments(name: str, text: str, n_calls: int) -> list[bool]:
+    """Per call verl's parser returned, whether it replaced arguments that are not a JSON object by ``{}`` (kimi's
+    parser does, and the call would run and be scored with no error); matched in order, only when the counts agree."""
+    if name != "kimi":
+        return [False] * n_calls
+    raw = _KIMI_CALL_RE.findall(text)
+    if len(raw) != n_calls:
+        return [False] * n_calls
+    out = []
+    for body in raw:
+        try:
+            out.append(not isinstance(json.loads(body.strip()), dict))
+        except (ValueError, RecursionError):
+            out.append(True)
+    return out
 
 
 def get_format(name: str) -> ToolCallFormat:
