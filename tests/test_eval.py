@@ -48,48 +48,147 @@ def eval_files(tmp_path):
 # in-domain
 
 
+CHAT_GT = {"allowed_tools": ["weather", "news"], "gold_tool_calls": [], "question_content": "Tell me a joke."}
+
+
 def test_in_domain_scores_predictions_with_hierr_and_writes_json_and_markdown(eval_files, tmp_path):
     parquet, preds = eval_files
+    # a fourth row whose right answer is a direct reply, answered directly
+    df = pd.read_parquet(parquet)
+    chat = {"data_source": "chat", "reward_model": {"style": "rule", "ground_truth": json.dumps(CHAT_GT)},
+            "extra_info": {"index": 3}}  # fmt: skip
+    pd.concat([df, pd.DataFrame([chat])], ignore_index=True).to_parquet(parquet)
+    with open(preds, "a") as f:
+        f.write("\n" + json.dumps({"index": 3, "response": "Why did the cloud stay home? It was feeling foggy."}))
     out = tmp_path / "out"
     assert in_domain.main(["--predictions", str(preds), "--eval_parquet", str(parquet), "--judge", "none",
                            "--out_dir", str(out)]) == 0  # fmt: skip
-    result = json.loads((out / "in_domain.json").read_text())["overall"]
-    # row 0: perfect call; row 1: right name and keys, one of two values wrong; row 2: no call (penalty, all 0)
-    assert result["n"] == 3
-    assert result["name_f1"] == pytest.approx(100 * 2 / 3)
-    assert result["arg_match"] == pytest.approx(100 * (1 + 0.5) / 3)
-    r_tool_1 = 0.10 + 0.25 + 0.15 + 0.20 * 0.5 + 0.30
-    assert result["process"] == pytest.approx(100 * (1.0 + r_tool_1) / 3)
-    assert result["success@0.9"] == 0.0  # judge none: r_sum = 0, so score / 2 <= 0.5
-    assert result["success@0.7"] == 0.0
+    result = json.loads((out / "in_domain.json").read_text())
+    overall = result["overall"]
+    # row 0: perfect call; row 1: right name and keys, one of two values wrong; row 2: no call (penalty, all 0);
+    # row 3: no gold calls, no call (HierR: names, keys, values and parallel vacuously right, no format term)
+    assert (overall["n"], overall["n_tool"], overall["n_direct"]) == (4, 3, 1)
+    assert overall["name_f1"] == pytest.approx(100 * 3 / 4)
+    assert overall["arg_match"] == pytest.approx(100 * (1 + 0.5 + 0 + 1) / 4)
+    r_tool_1 = 0.10 + 0.25 + 0.15 + 0.20 * 0.5 + 0.30  # 0.9
+    r_tool_3 = 0.25 + 0.15 + 0.20 + 0.30
+    assert overall["process"] == pytest.approx(100 * (1.0 + r_tool_1 + r_tool_3) / 4)
+    # judge none: nothing judged, so a tool row succeeds on r_tool alone and the direct reply on making no call
+    assert overall["success@0.9"] == 75.0 and overall["success@1"] == 50.0
+    assert overall["tool_accuracy"] == pytest.approx(100 / 3) and overall["abstention"] == 100.0
+    assert overall["score@0.9"] == 0.0 and overall["score@0.7"] == 0.0  # the authors' rule: r_sum 0, score <= 1 of 2
+    assert set(result["by_data_source"]) == {"toucan_toolcall", "chat"}
+    assert result["by_data_source"]["chat"]["success@0.9"] == 100.0
+    assert result["by_data_source"]["toucan_toolcall"]["success@0.9"] == pytest.approx(200 / 3)
     md = (out / "in_domain.md").read_text()
-    assert (md.startswith("| set | n | Name-F1 | ArgMatch | Process | Success@0.7 |")
-            and "| all | 3 | 66.67 | 50.00 |" in md)
+    assert md.startswith("| set | n | with calls | direct | Success@0.7 | Success@0.8 | Success@0.9 | Success@1 |")
+    assert "| all | 4 | 3 | 1 | 75.00 | 75.00 | 75.00 | 50.00 | 33.33 | 100.00 | — |" in md
+    assert "| chat | 1 | 0 | 1 | 100.00 | 100.00 | 100.00 | 100.00 | — | 100.00 | — |" in md
 
 
-def test_in_domain_success_at_tau_counts_normalised_scores_at_or_above_tau():
-    rows = [{"score": s, "r_tool": 1.0, "name_f1": 1.0, "value": 1.0} for s in (2.0, 1.8, 1.79, 0.0)]
-    out = in_domain.summarise(rows, taus=(0.9, 1.0))
-    assert out["success@0.9"] == 50.0 and out["success@1"] == 25.0
+def hierr_row(num_gold, r_tool, num_calls=1, format_valid=1, rating=0, score=None, toolpo=0, **kw):
+    """A HierR row as verl's validation dump holds it (only the keys the in-domain metrics read)."""
+    r_sum = (rating - 1) / 4 if rating else 0.0
+    return {"num_gold_calls": num_gold, "r_tool": r_tool, "num_calls": num_calls, "format_valid": format_valid,
+            "judge_used": int(rating > 0), "judge_rating": rating, "r_sum": r_sum,
+            "score": r_tool + r_sum if score is None else score, "name_f1": 1.0, "value": 1.0,
+            "toolpo_success": toolpo, **kw}  # fmt: skip
 
 
-def test_in_domain_reads_a_verl_validation_dump_as_is(tmp_path):
+def test_in_domain_success_is_what_the_row_asks_for_not_the_normalised_score():
+    rows = [
+        hierr_row(1, 1.0, rating=5, toolpo=1),           # a: right call, excellent reply
+        hierr_row(1, 0.8, rating=5),                     # b: wrong value, excellent reply: score 1.8 = 0.9 of 2
+        hierr_row(0, 0.9, num_calls=0),                  # c: direct reply on a chat row, not judged: score 0.45
+        hierr_row(0, 0.8, num_calls=1),                  # d: a call where none was needed
+        hierr_row(1, 1.0, rating=2, toolpo=1),           # e: right call, poor reply
+        hierr_row(0, 0.9, num_calls=0, rating=1),        # f: direct reply rated very poor
+        hierr_row(0, 0.8, num_calls=0, format_valid=0),  # g: a broken call attempt on a chat row
+        hierr_row(1, 0.0, num_calls=0, score=-0.5, gold_invalid=1),  # h: unreadable gold: left out
+    ]
+    out = in_domain.summarise(rows)
+    assert (out["n"], out["n_tool"], out["n_direct"], out["n_gold_invalid"]) == (7, 3, 4, 1)
+    assert out["success@0.9"] == pytest.approx(100 * 2 / 7)  # a, c
+    assert out["success@0.8"] == pytest.approx(100 * 3 / 7)  # a, b, c
+    assert out["success@1"] == pytest.approx(100 * 2 / 7)  # a, c
+    assert out["score@0.9"] == pytest.approx(100 * 2 / 7)  # the authors' rule: a and b -- b's call is wrong
+    assert out["tool_accuracy"] == pytest.approx(100 * 2 / 3)  # a, e
+    assert out["abstention"] == 50.0  # c, f made no call; d called, g attempted one
+    assert out["judged"] == pytest.approx(100 * 4 / 7) and out["reply_acceptable"] == 50.0  # a, b of a, b, e, f
+    # the judge's verdict ignored: e and f succeed too
+    loose = in_domain.summarise(rows, min_rating=0)
+    assert loose["success@0.9"] == pytest.approx(100 * 4 / 7)
+
+
+def test_in_domain_fills_the_per_source_breakdown_of_a_verl_dump_from_the_eval_parquet(tmp_path):
+    """verl's dump has no data source: each row is matched to its parquet row by its ground truth (as verl wrote
+    it: a dict, the gold calls as JSON text), whatever form the parquet stores it in (a struct or JSON text)."""
+    weather, chat = {**GT, "gold_tool_calls": json.dumps(GT["gold_tool_calls"])}, CHAT_GT
+    news = {"allowed_tools": ["news"], "gold_tool_calls": json.dumps([[{"name": "news", "arguments": {}}]]),
+            "question_content": "Any news?"}  # fmt: skip
+    parquet = tmp_path / "val.parquet"
+    pd.DataFrame([
+        {"data_source": "tools", "reward_model": {"style": "rule", "ground_truth": json.dumps(weather)}},
+        {"data_source": "tools", "reward_model": {"style": "rule", "ground_truth": json.dumps(news)}},
+        {"data_source": "tools_chat", "reward_model": {"style": "rule", "ground_truth": json.dumps(chat)}},
+    ]).to_parquet(parquet)  # fmt: skip
     dump = tmp_path / "0.jsonl"
-    rows = [{"input": "q", "output": "a", "score": s, "r_tool": t, "r_sum": s - t, "name_f1": 1.0, "value": v,
-             "data_source": d} for s, t, v, d in [(2.0, 1.0, 1.0, "a"), (1.0, 0.5, 0.0, "b")]]  # fmt: skip
+    rows = [hierr_row(1, 1.0, toolpo=1, gts=weather), hierr_row(1, 0.5, gts=news),
+            hierr_row(0, 0.9, num_calls=0, gts=chat),
+            hierr_row(0, 0.9, num_calls=0, gts={**chat, "question_content": "?"})]  # fmt: skip
     dump.write_text("\n".join(json.dumps(r) for r in rows))
-    assert in_domain.main(["--predictions", str(dump), "--out_dir", str(tmp_path)]) == 0
+    assert in_domain.main(["--predictions", str(dump), "--eval_parquet", str(parquet), "--out_dir", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "in_domain.json").read_text())
     assert result["source"] == "verl validation dump"
-    assert result["overall"]["process"] == 75.0 and result["overall"]["preference"] == 75.0
-    assert set(result["by_data_source"]) == {"a", "b"}
+    by = result["by_data_source"]
+    assert {k: v["n"] for k, v in by.items()} == {"tools": 2, "tools_chat": 1, "unmatched": 1}
+    assert by["tools"]["success@0.9"] == 50.0 and by["tools"]["tool_accuracy"] == 50.0
+    assert by["tools_chat"]["abstention"] == 100.0
+    # without the parquet: no breakdown, and the report says why
+    assert in_domain.main(["--predictions", str(dump), "--out_dir", str(tmp_path / "bare")]) == 0
+    bare = json.loads((tmp_path / "bare" / "in_domain.json").read_text())
+    assert bare["by_data_source"] == {} and "--eval_parquet" in bare["by_data_source_note"]
+
+
+def test_in_domain_and_summary_set_verls_own_validation_numbers_beside_the_report(tmp_path):
+    from slca_verl.eval import summary
+
+    dump = tmp_path / "0.jsonl"
+    rows = [hierr_row(1, 1.0, toolpo=1, data_source="cpu_task"), hierr_row(1, 0.8, data_source="cpu_task"),
+            hierr_row(1, 0.8, data_source="cpu_task"),
+            hierr_row(0, 0.9, num_calls=0, data_source="cpu_task_chat")]  # fmt: skip
+    dump.write_text("\n".join(json.dumps(r) for r in rows))
+    metrics = tmp_path / "metrics.jsonl"
+    recs = [{"step": 0, "data": {"val-aux/cpu_task/toolpo_success/mean@1": 0.0,
+                                 "val-aux/cpu_task/num_gold_calls/mean@1": 1.2}},
+            {"step": 0, "data": {"training/global_step": 0}},
+            {"step": 0, "data": {"val-aux/cpu_task/toolpo_success/mean@1": 1 / 3,
+                                 "val-aux/cpu_task/num_gold_calls/mean@1": 1.0,
+                                 "val-aux/cpu_task_chat/toolpo_success/mean@1": 1.0,
+                                 "val-aux/cpu_task_chat/num_gold_calls/mean@1": 0.0}}]  # fmt: skip
+    metrics.write_text("\n".join(json.dumps(r) for r in recs))
+    out = tmp_path / "ev"
+    assert in_domain.main(["--predictions", str(dump), "--metrics", str(metrics), "--out_dir", str(out)]) == 0
+    verl = json.loads((out / "in_domain.json").read_text())["verl_validation"]
+    assert verl["by_data_source"]["cpu_task"]["what"] == "tool accuracy"
+    assert verl["by_data_source"]["cpu_task"]["value"] == pytest.approx(100 / 3)  # the last record, not the first
+    assert verl["by_data_source"]["cpu_task_chat"] == {
+        "what": "abstention", "value": 100.0, "key": "val-aux/cpu_task_chat/toolpo_success/mean@1"}
+    md = (out / "in_domain.md").read_text()
+    assert "| cpu_task | tool accuracy | 33.33 | 33.33 | `val-aux/cpu_task/toolpo_success/mean@1` |" in md
+    assert "| cpu_task_chat | abstention | 100.00 | 100.00 |" in md
+    assert summary.main(["--out_dir", str(out), "--label", "cpu_tiny_slca_grpo_seed5 step 20"]) == 0
+    text = (out / "summary.md").read_text()
+    assert text.splitlines()[2].startswith("| cpu_tiny_slca_grpo_seed5 step 20 | 50.00 | not run |")
+    assert "tool accuracy cpu_task 33.33 %, abstention cpu_task_chat 100.00 %" in text
+    assert "tool accuracy 33.33 %; abstention 100.00 %" in text
 
 
 def test_in_domain_refuses_rows_without_hierr_keys_or_with_nan():
     with pytest.raises(ValueError, match="lacks HierR keys"):
         in_domain.summarise([{"score": 1.0}])
     with pytest.raises(ValueError, match="non-finite"):
-        in_domain.summarise([{"score": math.nan, "r_tool": 0, "name_f1": 0, "value": 0}])
+        in_domain.summarise([hierr_row(1, math.nan)])
 
 
 # ---------------------------------------------------------------------------------------------------------------

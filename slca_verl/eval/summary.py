@@ -35,6 +35,22 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100.0 * value:.2f}"
 
 
+def _in_domain_note(in_domain: dict) -> str:
+    overall = in_domain["overall"]
+    if "n_tool" not in overall:  # a result file of the older score-only rule
+        return f"in-domain: HierR Success@0.9 over {overall['n']} held-out rows (slca_verl.eval.in_domain)"
+    parts = [f"in-domain: Success@0.9 over {overall['n']} held-out rows, verl's own validation rollouts "
+             f"(slca_verl.eval.in_domain): {overall['n_tool']} rows with gold calls succeed at r_tool >= 0.9, "
+             f"{overall['n_direct']} without gold calls when answered without a call; a reply the judge rated must be "
+             "rated acceptable"]
+    for key, what in (("tool_accuracy", "tool accuracy"), ("abstention", "abstention")):
+        if overall.get(key) is not None:
+            parts.append(f"{what} {overall[key]:.2f} %")
+    if overall.get("score@0.9") is not None:
+        parts.append(f"the authors' rule (normalised score >= 0.9) {overall['score@0.9']:.2f} %")
+    return "; ".join(parts)
+
+
 def columns(out_dir: str) -> tuple[dict[str, str], list[str]]:
     """``({column: cell}, [how each present column was computed])`` from the result files in ``out_dir``."""
     cells = dict.fromkeys(COLUMNS, "not run")
@@ -43,8 +59,12 @@ def columns(out_dir: str) -> tuple[dict[str, str], list[str]]:
     if in_domain:
         overall = in_domain["overall"]
         cells[COLUMNS[0]] = f"{overall['success@0.9']:.2f}"
-        notes.append(f"in-domain: HierR Success@0.9 over {overall['n']} held-out rows, verl's own validation "
-                     "(slca_verl.eval.in_domain)")  # fmt: skip
+        notes.append(_in_domain_note(in_domain))
+        verl = in_domain.get("verl_validation")
+        if verl and verl.get("by_data_source"):
+            notes.append(f"verl's own validation of the same rollouts (step {verl['step']}, {verl['metrics']}): "
+                         + ", ".join(f"{v['what']} {src} {v['value']:.2f} %"
+                                     for src, v in verl["by_data_source"].items()))  # fmt: skip
     board = _load(out_dir, "bfcl_leaderboard")
     if board:
         v3 = board["v3_style"]
@@ -55,7 +75,7 @@ def columns(out_dir: str) -> tuple[dict[str, str], list[str]]:
             f"BFCL: bfcl-eval {board.get('bfcl_eval_version') or '?'} generate + evaluate, model {board['model']}, "
             f"{len(board['categories'])} categories ({', '.join(sorted(board['categories']))})"
             + (f", first {limit} entries of each (not a leaderboard score)" if limit else "")
-            + f"; v3-style = (non-live + live + multi-turn) / 3"
+            + "; v3-style = (non-live + live + multi-turn) / 3"
             + (f" (n/a: not run: {', '.join(v3['missing_categories'])})" if v3["value"] is None else "")
             + "; v4 overall counts the categories left out as 0: "
             + (", ".join(board["left_out"]) or "none")
