@@ -134,6 +134,7 @@ DYNAMIC_BSZ=${DYNAMIC_BSZ:-true}
 MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))}
 MAX_NUM_SEQS=${MAX_NUM_SEQS:-32}
 AGENT_NUM_WORKERS=${AGENT_NUM_WORKERS:-32}
+REWARD_NUM_WORKERS=${REWARD_NUM_WORKERS:-8}   # verl's reward-loop actors (~0.5 GB host memory each)
 MAX_ASSISTANT_TURNS=${MAX_ASSISTANT_TURNS:-10}
 MAX_USER_TURNS=${MAX_USER_TURNS:-6}
 MAX_PARALLEL_CALLS=${MAX_PARALLEL_CALLS:-20}
@@ -309,6 +310,7 @@ REWARD=(
   reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward
   reward.custom_reward_function.name=compute_score
   reward.reward_model.enable=false
+  reward.num_workers="${REWARD_NUM_WORKERS}"
   "${JUDGE_ARGS[@]}"
 )
 TRAINER=(
