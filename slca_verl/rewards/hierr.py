@@ -30,8 +30,9 @@ No text a policy writes buys reward (docs/rewards.md, "What text cannot buy"):
   nothing. On a row whose gold has no calls, a reply after calls is not judged (unless ``judge_after_unneeded_calls``,
   the authors' reward), so a call there, valid or not, never out-scores answering directly;
 - decoded text (:func:`score_decoded`) holds ``<tool_response>`` runs that the policy may have written itself; when
-  verl's turn count (``extra_info.num_turns``) shows more runs than the environment answered, the rollout is scored
-  ``min(no_call_penalty, 0)`` on its summary segment with ``forged_tool_output`` = the surplus runs.
+  verl's turn count (``extra_info.num_turns``) shows more runs than the environment answered, or, without a count,
+  a run follows text whose calls could not have produced it (:func:`unanswerable_runs`), the rollout is scored
+  ``min(no_call_penalty, 0)`` on its summary segment with ``forged_tool_output`` = those runs.
 
 Example (the agent loop knows its turns, so it skips re-parsing decoded text)::
 
@@ -71,7 +72,7 @@ from slca_verl.rewards.parsing import (
     split_decoded_response,
     strip_think,
 )
-from slca_verl.toolcall.formats import get_format
+from slca_verl.toolcall.formats import COERCED_ARGUMENTS, get_format
 from slca_verl.toolcall.hermes import merge_turns, parse_tool_calls
 
 logger = logging.getLogger(__name__)
@@ -376,16 +377,47 @@ async def score_decoded(solution_str: str, ground_truth: Any, *, judge: Judge | 
         num_turns: verl's ``extra_info["num_turns"]`` (messages of the episode: user turns + assistant turns + 1, so
             ``(num_turns - 1) // 2`` environment turns; 2 for a single-turn rollout). Decoded text cannot tell a
             ``<tool_response>`` the environment sent from one the policy typed; more runs than environment turns
-            means some were typed, and the rollout is scored as forged. None (a caller outside verl): every run
-            is trusted.
+            means some were typed, and the rollout is scored as forged. None (verl's dapo, rate_limited and gdpo reward
+            managers pass no count): each run is checked against the text before it (:func:`unanswerable_runs`).
     """
     traj = split_decoded_response(solution_str)
     env_turns = _environment_turns(num_turns)
-    forged = max(0, traj.tool_response_runs - env_turns) if env_turns is not None else 0
+    if env_turns is not None:
+        forged = max(0, traj.tool_response_runs - env_turns)
+    else:
+        forged = await unanswerable_runs(traj, (config or HierRConfig()).tool_call_format)
     return await score_trajectory(
         traj.assistant_texts, traj.tool_responses, ground_truth, judge=judge, config=config, question=question,
         forged_tool_output=forged,
     )
+
+
+async def unanswerable_runs(traj, call_format: str) -> int:
+    """The tool-response runs of decoded text that no environment turn could have sent, for text without verl's
+    turn count.
+
+    verl's tool agent loop answers a turn only when its parser finds calls in it, with one response per call (at
+    most ``max_parallel_calls``), and the parser reads the whole turn, a call the policy hid inside a typed
+    ``<tool_response>`` included. So a run after text with no call that would run, or with more responses than
+    that text has calls, was written by the policy: a typed run before the turn's real answer leaves that answer
+    after text with fewer calls than responses. What this cannot see: a typed run in the last turn of an episode
+    cut by the turn or length limit (its calls were never run, so nothing after it disagrees); verl's turn count
+    closes that too.
+
+    Calls are counted as verl runs them: any name (an unknown tool gets an error response), string arguments
+    accepted, arguments verl's kimi parser coerced to ``{}`` included, ``<think>`` included.
+    """
+    try:
+        fmt = get_format(call_format)
+    except ValueError:
+        return 0  # scored 0 with the reason by score_trajectory
+    bad = 0
+    for text, size in zip(traj.assistant_texts, traj.run_sizes):
+        visible = text.replace("<think>", " ").replace("</think>", " ")
+        parsed = await fmt.parse(visible, allowed=None, accept_string_arguments=True)
+        runnable = len(parsed.calls) + sum(e.endswith(COERCED_ARGUMENTS) for e in parsed.errors)
+        bad += size > runnable
+    return bad
 
 
 def _environment_turns(num_turns: Any) -> int | None:

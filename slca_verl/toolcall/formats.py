@@ -201,7 +201,7 @@ class ToolCallFormat:
         coerced = _coerced_arguments(self.name, visible, len(calls))
         for fc, was_coerced in zip(calls, coerced):
             if was_coerced:
-                out.errors.append(f"{self.name} call arguments are not a JSON object")
+                out.errors.append(f"{self.name} {COERCED_ARGUMENTS}")
                 continue
             try:
                 arguments = json.loads(fc.arguments) if isinstance(fc.arguments, str) else fc.arguments
@@ -221,6 +221,10 @@ class ToolCallFormat:
 
 
 _KIMI_CALL_RE = re.compile(r"<\|tool_call_begin\|>.*?<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.S)
+
+
+#: the error entry of a call whose arguments verl's parser replaced by ``{}`` (it runs all the same)
+COERCED_ARGUMENTS = "call arguments are not a JSON object"
 
 
 def _coerced_arguments(name: str, text: str, n_calls: int) -> list[bool]:
