@@ -47,6 +47,20 @@ def compose(config_name: str, overrides: Sequence[str]):
         return hydra_compose(config_name=config_name, overrides=list(overrides))
 
 
+def hydra_run_dir(config_name: str, overrides: Sequence[str]) -> str:
+    """Where hydra would put the run's folder (``hydra.run.dir``, its ``${now:…}`` resolved) for these overrides:
+    the composition hydra's app performs, with hydra's own config kept."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
+        cfg = hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+    return str(cfg.hydra.run.dir)
+
+
 def _agent_loop_entry(cfg) -> dict | None:
     """The entry of the agent loop YAML that ``default_agent_loop`` names, or None without a YAML."""
     from omegaconf import OmegaConf
@@ -164,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     logger.info("OK: %s composed with %d overrides and passed the checks: %s", args.config_name, len(args.overrides),
                 summary)  # fmt: skip
+    logger.info("hydra's run folder (its log and .hydra/config.yaml): %s",
+                hydra_run_dir(args.config_name, args.overrides))  # fmt: skip
     return 0
 
 

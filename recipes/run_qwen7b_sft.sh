@@ -93,6 +93,7 @@ TRAINER=(
   trainer.nnodes="${NNODES}"
   trainer.n_gpus_per_node="${N_GPUS_PER_NODE}"
   trainer.logger="${LOGGER}"
+  hydra.run.dir="${OUTPUT_DIR}/hydra/$(date +%Y-%m-%d_%H-%M-%S)"   # hydra's run folder beside the checkpoints
 )
 OVERRIDES=("${DATA[@]}" "${MODEL[@]}" "${OPTIM[@]}" "${ENGINE[@]}" "${TRAINER[@]}")
 

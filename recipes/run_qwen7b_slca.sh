@@ -332,6 +332,9 @@ TRAINER=(
   ${RESUME_FROM_PATH:+trainer.resume_from_path="${RESUME_FROM_PATH}"}
   trainer.logger="${LOGGER}"
   trainer.critic_warmup=0
+  # hydra's run folder (main_ppo.log and .hydra/config.yaml, the composed config the eval commands read the run's
+  # data from: recipes/run_context.py) beside the checkpoints instead of ./outputs/<date>/<time>
+  hydra.run.dir="${OUTPUT_DIR}/hydra/$(date +%Y-%m-%d_%H-%M-%S)"
 )
 ((VAL_ONLY)) && TRAINER+=(trainer.val_only=true trainer.val_before_train=true)
 RAY=()

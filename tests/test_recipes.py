@@ -154,7 +154,7 @@ def test_a_baseline_differs_from_the_slca_run_only_where_its_estimator_needs_it(
         "+algorithm.toolpo.lambda_action", "+algorithm.gdpo_reward_keys", "trainer.v1.trainer_mode", "trainer.use_v1",
         "trainer.experiment_name", "trainer.default_local_dir",
         "actor_rollout_ref.rollout.agent.agent_loop_config_path",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",  # the run's own output dir
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH", "hydra.run.dir",  # the run's own dir
     }  # fmt: skip
     differing = {k for k in slca.keys() | other.keys() if slca.get(k) != other.get(k)}
     assert differing <= allowed, differing - allowed
@@ -470,6 +470,17 @@ def test_the_in_domain_eval_on_a_cpu_is_a_validation_only_run_of_the_cpu_recipe(
     assert not (tmp_path / "cache").exists()  # a dry run builds nothing
 
 
+def test_hydras_run_folder_goes_under_output_dir_in_every_training_recipe(composed):
+    """hydra.run.dir (verl's main_ppo and SFT trainer are hydra apps that otherwise write ./outputs/<date>/<time>):
+    every recipe puts it under its OUTPUT_DIR, and hydra accepts the override (composed with hydra's own config)."""
+    for name, (args, _, _) in composed.items():
+        out_dir = as_dict(args)["trainer.default_local_dir"]
+        run_dir = as_dict(args)["hydra.run.dir"]
+        assert run_dir.startswith(out_dir + "/hydra/"), (name, run_dir)
+        config = compose_check.SFT if "sft" in name else compose_check.PPO
+        assert compose_check.hydra_run_dir(config, args) == run_dir
+
+
 def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_changed(composed):
     """run_cpu_tiny_slca.sh goes through run_qwen7b_slca.sh: the same method keys, the CPU platform's settings."""
     big, cpu = as_dict(composed["run_qwen7b_slca.sh"][0]), as_dict(composed["run_cpu_tiny_slca.sh"][0])
@@ -529,7 +540,7 @@ def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_
         key, "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
         "actor_rollout_ref.rollout.agent.agent_loop_config_path", "trainer.default_local_dir",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",  # the run's own output dir
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH", "hydra.run.dir",  # the run's own dir
         # padded rows: micro-batches by row count, not by a token cap (which would pack 8 rows of 32k tokens)
         "actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.ref.log_prob_use_dynamic_bsz",
         "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz"}  # fmt: skip
