@@ -12,10 +12,10 @@ set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
 CHECKPOINT=${1:?usage: eval_bfcl.sh CHECKPOINT}
-OUT_DIR=${OUT_DIR:-${REPO_ROOT}/eval/$(basename "$(dirname "${CHECKPOINT}")")_$(basename "${CHECKPOINT}")}
+source "${RECIPES_DIR}/eval_lib.sh"
+run_context "${CHECKPOINT}"   # OUT_DIR: eval/<experiment name>_step<N>; LABEL: "<experiment name> step <N>"
 PORT=${PORT:-8100}
 mkdir -p "${OUT_DIR}"
-source "${RECIPES_DIR}/eval_lib.sh"
 SERVED=$(servable_checkpoint "${CHECKPOINT}")
 serve_policy "${SERVED}" "${PORT}"
 if [[ "${AST_ONLY:-0}" != 0 ]]; then
@@ -28,4 +28,4 @@ else
     --bfcl_python "${BFCL_PYTHON}" ${CATEGORIES:+--categories "${CATEGORIES}"} ${LIMIT:+--limit "${LIMIT}"} \
     ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} --out_dir "${OUT_DIR}"
 fi
-python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" ${LABEL:+--label "${LABEL}"}   # summary.md: every column so far
+python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far

@@ -1,4 +1,14 @@
-# Shared by the eval_*.sh scripts (sourced): an HF checkpoint directory from what training wrote, and a policy server.
+# Shared by the eval_*.sh scripts (sourced): the run a checkpoint came from, an HF checkpoint directory from what
+# training wrote, and a policy server.
+
+# run_context CHECKPOINT: RUN_NAME, RUN_STEP, RUN_CONFIG, RUN_TRAIN_FILES, RUN_VAL_FILES of the run that wrote it
+# (recipes/run_context.py: the hydra config verl's trainer saved for the run), and the defaults they give
+# OUT_DIR (eval/<experiment name>_step<N>) and LABEL (the summary's method column: "<experiment name> step <N>")
+run_context() {
+  eval "$(python3 "${RECIPES_DIR}/run_context.py" "$1")"
+  OUT_DIR=${OUT_DIR:-${REPO_ROOT}/eval/${RUN_NAME}${RUN_STEP:+_step${RUN_STEP}}}
+  LABEL=${LABEL:-${RUN_NAME}${RUN_STEP:+ step ${RUN_STEP}}}
+}
 
 # hf_checkpoint PATH: PATH itself when it holds config.json; for a verl actor checkpoint
 # (…/global_step_N or …/global_step_N/actor) the merged HF model, merging it once with verl's model_merger.

@@ -11,7 +11,8 @@ set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
 CHECKPOINT=${1:?usage: eval_tau2.sh CHECKPOINT}
-OUT_DIR=${OUT_DIR:-${REPO_ROOT}/eval/$(basename "$(dirname "${CHECKPOINT}")")_$(basename "${CHECKPOINT}")}
+source "${RECIPES_DIR}/eval_lib.sh"
+run_context "${CHECKPOINT}"   # OUT_DIR: eval/<experiment name>_step<N>; LABEL: "<experiment name> step <N>"
 PORT=${PORT:-8100}
 USER_BASE_URL=${USER_BASE_URL:?set USER_BASE_URL to the OpenAI-compatible base URL of the user simulator}
 USER_MODEL=${USER_MODEL:-user-sim}
@@ -22,7 +23,6 @@ DOMAINS=${DOMAINS:-airline,retail,telecom}
 NUM_TRIALS=${NUM_TRIALS:-4}
 TAU2_BIN=${TAU2_BIN:-$(command -v tau2 || true)}
 mkdir -p "${OUT_DIR}"
-source "${RECIPES_DIR}/eval_lib.sh"
 # tau2's agent sends tools with tool_choice "auto": vLLM answers that only with a tool-call parser of the
 # checkpoint's chat format (hermes: Qwen2.5 / Qwen3 and the tiny CPU model)
 serve_policy "$(servable_checkpoint "${CHECKPOINT}")" "${PORT}" --enable-auto-tool-choice \
@@ -33,4 +33,4 @@ python3 -m slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://1
   ${TASK_IDS:+--task_ids "${TASK_IDS}"} ${NUM_TASKS:+--num_tasks "${NUM_TASKS}"} ${KS:+--ks "${KS}"} \
   ${MAX_STEPS:+--max_steps "${MAX_STEPS}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} ${TAU2_SEED:+--seed "${TAU2_SEED}"} \
   --out_dir "${OUT_DIR}"
-python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" ${LABEL:+--label "${LABEL}"}   # summary.md: every column so far
+python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far

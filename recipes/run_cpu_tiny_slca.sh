@@ -81,8 +81,12 @@ build_tiny() {  # data + model, once per TINY_DIR
     --out "${tmp}/model" --steps "${WARMUP_STEPS}" --lr "${WARMUP_LR}" --seed "${SEED}" --batch_size "${WARMUP_BATCH}"
   rm -rf "${TINY_DIR}" && mv "${tmp}" "${TINY_DIR}"
 }
+# a given model and given data files use nothing of TINY_DIR (recipes/eval_in_domain.sh: a checkpoint and its run's
+# rows): nothing is built for them
+USES_TINY=1
+[[ -n "${MODEL_PATH:-}" && -n "${TRAIN_FILES:-}" && -n "${VAL_FILES:-}" && "${BUILD_ONLY:-0}" == 0 ]] && USES_TINY=0
 case "${DRY_RUN:-0}" in
-  0|false) [[ -f "${TINY_DIR}/model/config.json" ]] || build_tiny ;;
+  0|false) [[ "${USES_TINY}" == 0 || -f "${TINY_DIR}/model/config.json" ]] || build_tiny ;;
 esac
 if [[ "${BUILD_ONLY:-0}" != 0 ]]; then echo "${TINY_DIR}"; exit 0; fi
 

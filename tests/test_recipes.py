@@ -468,6 +468,117 @@ def test_the_in_domain_eval_on_a_cpu_is_a_validation_only_run_of_the_cpu_recipe(
     assert cfg.actor_rollout_ref.model.path == str(tmp_path / "ckpt" / "global_step_5")
     assert "_seed7_" in cfg.data.val_files and cfg.data.val_files.endswith("cpu_task_val.parquet")
     assert not (tmp_path / "cache").exists()  # a dry run builds nothing
+    # the dry run says which rows it would use, where they came from, and that they are not there
+    said = proc.stderr.decode()
+    assert f"eval_in_domain: held-out rows {cfg.data.val_files}" in said
+    assert "from the cached CPU task data of SEED=7; MISSING: " + cfg.data.val_files in said
+
+
+def write_run(tmp_path, name="cpu_tiny_slca_grpo_seed5", step=20, config_dir=None):
+    """A run folder as the CPU main job leaves it: global_step_N/actor and the config verl saved for the run
+    (data files that exist), in the run's hydra folder (or in ``config_dir``)."""
+    run = tmp_path / "out"
+    (run / f"global_step_{step}" / "actor").mkdir(parents=True)
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    for f in ("train.parquet", "val.parquet"):
+        (data / f).write_bytes(b"PAR1")
+    cfg = {"data": {"train_files": str(data / "train.parquet"), "val_files": str(data / "val.parquet")},
+           "trainer": {"experiment_name": name, "default_local_dir": str(run)}}  # fmt: skip
+    hydra = config_dir or run / "hydra" / "2026-12-05_10-00-00"
+    (hydra / ".hydra").mkdir(parents=True)
+    (hydra / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return run / f"global_step_{step}", data
+
+
+def test_the_in_domain_eval_on_a_cpu_reads_the_held_out_rows_from_the_runs_saved_config(tmp_path):
+    """No SEED, no CACHE_DIR: the rows come from the config verl saved for the run that wrote the checkpoint."""
+    ckpt, data = write_run(tmp_path)
+    proc = subproc.run(
+        ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(ckpt)], capture_output=True, timeout=60,
+        env={**{k: v for k, v in os.environ.items() if k not in ("SEED", "VAL_FILES", "TRAIN_FILES")},
+             "DRY_RUN": "args", "DEVICE": "cpu", "OUT_DIR": str(tmp_path / "ev"), "CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    args = [a.decode() for a in proc.stdout.split(b"\0") if a]
+    cfg, _ = compose_check.check(compose_check.PPO, args)
+    assert cfg.data.val_files == str(data / "val.parquet") and cfg.data.train_files == str(data / "train.parquet")
+    assert cfg.actor_rollout_ref.model.path == str(ckpt) and cfg.trainer.val_only is True
+    assert "from the run's config " + str(ckpt.parent / "hydra") in proc.stderr.decode()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_in_domain_eval_stops_at_start_naming_what_is_missing_and_builds_nothing(tmp_path):
+    """A real run (not a dry one) of a checkpoint without a saved run config stops before anything starts: without
+    SEED it asks for the rows; with a SEED whose data is not cached it names the file. The CPU task's model is never
+    built to find them (that took 21 min)."""
+    ckpt = tmp_path / "out" / "global_step_20"
+    (ckpt / "actor").mkdir(parents=True)
+    env = {**{k: v for k, v in os.environ.items() if k not in ("SEED", "VAL_FILES", "TRAIN_FILES", "DRY_RUN")},
+           "DEVICE": "cpu", "OUT_DIR": str(tmp_path / "ev"), "CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    run = [["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(ckpt)]]
+    no_seed = subproc.run(*run, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert no_seed.returncode == 2, no_seed.stderr[-2000:]
+    assert "no config of the run that wrote" in no_seed.stderr and "VAL_FILES=" in no_seed.stderr
+    seed = subproc.run(*run, capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**env, "SEED": "5"})
+    assert seed.returncode == 2, seed.stderr[-2000:]
+    assert "stopping before anything starts" in seed.stderr
+    assert str(tmp_path / "cache") in seed.stderr and "_seed5_" in seed.stderr and "cpu_task_val.parquet" in seed.stderr
+    given = subproc.run(*run, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                        env={**env, "VAL_FILES": str(tmp_path / "nope.parquet")})  # fmt: skip
+    assert given.returncode == 2 and "MISSING: " + str(tmp_path / "nope.parquet") in given.stderr
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "ev" / "run").exists()
+
+
+def test_the_run_context_names_the_eval_folder_and_label_after_the_experiment_and_step(tmp_path):
+    ckpt, data = write_run(tmp_path)
+    got = subproc.run(["bash", "-c", 'source "$1/eval_lib.sh"; run_context "$2"; printf "%s\n" "$OUT_DIR" "$LABEL"',
+                       "_", RECIPES, str(ckpt / "actor" / "merged_hf")], capture_output=True, text=True, timeout=60,
+                      env={**{k: v for k, v in os.environ.items() if k not in ("OUT_DIR", "LABEL")},
+                           "RECIPES_DIR": RECIPES, "REPO_ROOT": REPO})  # fmt: skip
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.splitlines() == [os.path.join(REPO, "eval", "cpu_tiny_slca_grpo_seed5_step20"),
+                                       "cpu_tiny_slca_grpo_seed5 step 20"]  # fmt: skip
+
+
+def test_the_run_context_finds_a_runs_config_where_hydra_left_it_before_the_recipes_moved_it(tmp_path):
+    """Runs made before hydra.run.dir: the config in <cwd>/outputs/<date>/<time>/ whose default_local_dir is the
+    run; a config of another run there is not taken."""
+    import run_context
+
+    other_run, _ = write_run(tmp_path / "other", name="other_run", config_dir=tmp_path / "outputs" / "d" / "t1")
+    ckpt, data = write_run(tmp_path / "mine", config_dir=tmp_path / "outputs" / "d" / "t0")
+    ctx = run_context.context(str(ckpt), search_roots=[str(tmp_path)])
+    assert ctx["RUN_CONFIG"] == str(tmp_path / "outputs" / "d" / "t0" / ".hydra" / "config.yaml")
+    assert (ctx["RUN_NAME"], ctx["RUN_STEP"], ctx["RUN_VAL_FILES"]) == ("cpu_tiny_slca_grpo_seed5", "20",
+                                                                         str(data / "val.parquet"))  # fmt: skip
+    bare = run_context.context(str(tmp_path / "hf_model"), search_roots=[str(tmp_path)])
+    assert (bare["RUN_CONFIG"], bare["RUN_NAME"], bare["RUN_STEP"], bare["RUN_VAL_FILES"]) == ("", "hf_model", "", "")
+
+
+def test_the_cpu_recipe_builds_nothing_for_a_given_model_and_given_data(tmp_path):
+    """eval_in_domain.sh hands the CPU recipe a checkpoint and its run's rows: the recipe goes straight to verl's
+    trainer (here a stand-in python3 that records its calls) without building the task's model or data."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "python3.log"
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DRY_RUN": "0", "CACHE_DIR": str(tmp_path / "c"),
+           "OUTPUT_DIR": str(tmp_path / "run"), "SERVICES_DIR": str(tmp_path)}  # fmt: skip
+    given = {"MODEL_PATH": str(tmp_path / "ck"), "TRAIN_FILES": str(tmp_path / "t.parquet"),
+             "VAL_FILES": str(tmp_path / "v.parquet")}  # fmt: skip
+    proc = subproc.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True,
+                       timeout=60, env={**env, **given})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    calls = log.read_text()
+    assert "-m verl.trainer.main_ppo" in calls and "tiny_model" not in calls and "data_prep" not in calls
+    assert f"data.val_files={tmp_path / 'v.parquet'}" in calls and f"hydra.run.dir={tmp_path / 'run'}/hydra/" in calls
+    # without them the recipe builds the seed's task (here: the stand-in's first call), as before
+    log.unlink()
+    subproc.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True, timeout=60,
+                env=env)  # fmt: skip
+    assert log.read_text().splitlines()[0].startswith("-m data_prep.cpu_task")
 
 
 def test_hydras_run_folder_goes_under_output_dir_in_every_training_recipe(composed):
