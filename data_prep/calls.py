@@ -45,7 +45,7 @@ def normalize_call(obj: Any) -> dict:
         args = {}
     if isinstance(args, str):
         try:
-            args = limits.loads(args, f"{obj['name']} arguments") if args.strip() else {}
+            args = limits.loads(args, f"gold call {obj['name']} arguments") if args.strip() else {}
         except json.JSONDecodeError as exc:
             raise CallParseError(f"{obj['name']}: arguments string is not JSON: {exc}") from None
     if not isinstance(args, dict):
@@ -57,7 +57,7 @@ def parse_json_calls(value: Any) -> list[dict]:
     """A JSON string / object / list of call objects -> calls."""
     if isinstance(value, str):
         try:
-            value = limits.loads(value, "call text")
+            value = limits.loads(value, "gold call text")
         except json.JSONDecodeError as exc:
             raise CallParseError(f"call text is not JSON: {exc}") from None
     if isinstance(value, dict):
@@ -69,11 +69,11 @@ def parse_json_calls(value: Any) -> list[dict]:
 
 def _loads_lenient(body: str) -> Any:
     try:
-        return limits.loads(body, "tool_call body")
+        return limits.loads(body, "gold tool_call body")
     except json.JSONDecodeError:
         pass
     try:
-        return limits.literal_eval(body, "tool_call body")
+        return limits.literal_eval(body, "gold tool_call body")
     except (ValueError, SyntaxError, TypeError) as exc:
         raise CallParseError(f"tool_call body is neither JSON nor a python literal: {exc}") from None
 
@@ -100,7 +100,7 @@ def parse_glaive_call(text: str) -> dict:
     """The text after ``<functioncall>``: JSON whose ``arguments`` is a single-quoted JSON string."""
     body = text.replace("<|endoftext|>", "").strip()
     try:
-        return normalize_call(limits.loads(body, "functioncall"))
+        return normalize_call(limits.loads(body, "gold functioncall"))
     except json.JSONDecodeError:
         pass
     m = _GLAIVE_ARGS_RE.match(body)
@@ -108,8 +108,8 @@ def parse_glaive_call(text: str) -> dict:
         raise CallParseError(f"functioncall is not JSON: {body[:120]}")
     head, args_text, tail = m.groups()
     try:
-        obj = limits.loads(head + "null" + tail, "functioncall")
-        args = limits.loads(args_text, "functioncall arguments") if args_text.strip() else {}
+        obj = limits.loads(head + "null" + tail, "gold functioncall")
+        args = limits.loads(args_text, "gold functioncall arguments") if args_text.strip() else {}
     except json.JSONDecodeError as exc:
         raise CallParseError(f"functioncall arguments are not JSON: {exc}") from None
     obj["arguments"] = args

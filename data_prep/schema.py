@@ -215,7 +215,7 @@ def validate_call(call: Any, tools_by_name: dict[str, dict]) -> tuple[str, str] 
         return "too_deep", f"{call['name']}: validating the call recursed too deep (a $ref cycle?)"
     except Exception as exc:  # noqa: BLE001 - e.g. a "pattern" that is not a regex: the schema cannot be used
         if limits.is_integer_too_long(exc):  # jsonschema's message repr()s the value; the call is at fault
-            return "integer_too_long", limits.integer_too_long(f"{call['name']} arguments").detail
+            return "integer_too_long", limits.integer_too_long(f"gold call {call['name']} arguments").detail
         return "tool_schema_invalid", f"{call['name']}: the schema cannot be applied: {type(exc).__name__}: {exc}"
     if error is not None:
         where = "/".join(map(str, error.absolute_path)) or "(root)"

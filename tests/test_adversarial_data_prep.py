@@ -401,19 +401,20 @@ def test_an_integer_too_long_to_read_is_one_rejection_in_json_lines_and_in_an_ar
 
 HUGE = "1" * 5000  # one digit string past Python's 4300-digit int limit
 TOO_LONG = "holds an integer of more than 4300 digits, past Python's int-string limit"
+UNREADABLE = f"{TOO_LONG} (sys.get_int_max_str_digits), so it cannot be read"
 
 
 @pytest.mark.parametrize("where, record", [
     # in the gold call itself, inside the JSON text of xLAM answers (was: malformed_record, Python's raw message)
-    ("call text", xlam_record("answers?", answers='[{"name": "get_weather", "arguments": {"city": %s}}]' % HUGE)),
+    ("gold call text", xlam_record("answers?", answers='[{"name": "get_weather", "arguments": {"city": %s}}]' % HUGE)),
     # arguments given as JSON text inside the call
-    ("get_weather arguments", xlam_record("arguments?", answers=json.dumps(
+    ("gold call get_weather arguments", xlam_record("arguments?", answers=json.dumps(
         [{"name": "get_weather", "arguments": '{"city": %s}' % HUGE}]))),
 ])
 def test_an_integer_too_long_in_a_gold_call_is_rejected_naming_the_limit(where, record, tmp_path):
     report, df = convert_lines(xlam, [record, xlam_record()], tmp_path)
     assert dict(report.rejected) == {"integer_too_long": 1} and questions(df) == ["Weather in Paris?"]
-    assert detail(report, "integer_too_long") == f"{where} {TOO_LONG} (sys.get_int_max_str_digits)"
+    assert detail(report, "integer_too_long") == f"{where} {UNREADABLE}"
 
 
 def test_an_integer_too_long_in_hermes_and_toucan_sft_python_literal_calls_is_integer_too_long(tmp_path):
@@ -423,7 +424,7 @@ def test_an_integer_too_long_in_hermes_and_toucan_sft_python_literal_calls_is_in
     report, _ = convert_lines(hermes_fc, [hermes_record("json?", call=call),
                                           hermes_record("literal?", call=call.replace('"', "'"))], tmp_path)
     assert dict(report.rejected) == {"integer_too_long": 2}
-    assert detail(report, "integer_too_long") == f"tool_call body {TOO_LONG} (sys.get_int_max_str_digits)"
+    assert detail(report, "integer_too_long") == f"gold tool_call body {UNREADABLE}"
     tools = json.dumps([{"type": "function", "function": WEATHER}])
     sft = {"tools": tools, "messages": json.dumps([{"role": "user", "content": "Weather?"},
                                                    {"role": "tool_call", "content": call.replace('"', "'")}])}
@@ -463,8 +464,8 @@ def test_a_python_int_too_long_to_write_is_integer_too_long_not_a_crash():
     record["answers"] = [{"name": "get_weather", "arguments": {"city": 10 ** 5000}}]  # an int, not JSON text
     (candidate,) = convert_one(record, 0, xlam.convert_record)
     rejection = row_or_rejection(candidate, "hermes")
-    assert (rejection.reason, rejection.detail) == ("integer_too_long", f"get_weather arguments {TOO_LONG} "
-                                                                         "(sys.get_int_max_str_digits)")
+    assert (rejection.reason, rejection.detail) == ("integer_too_long",
+                                                    f"gold call get_weather arguments {UNREADABLE}")
     schemaless = dict(candidate.__dict__)  # no schema to check it against: the row's own serialisation refuses it
     schemaless["tools"] = [{"type": "function", "function": {"name": "get_weather", "description": "",
                                                              "parameters": {"type": "object", "properties": {}}}}]
