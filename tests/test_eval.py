@@ -108,14 +108,15 @@ def test_in_domain_success_is_what_the_row_asks_for_not_the_normalised_score():
     ]
     out = in_domain.summarise(rows)
     assert (out["n"], out["n_tool"], out["n_direct"], out["n_gold_invalid"]) == (7, 3, 4, 1)
-    assert out["success@0.9"] == pytest.approx(100 * 2 / 7)  # a, c
-    assert out["success@0.8"] == pytest.approx(100 * 3 / 7)  # a, b, c
-    assert out["success@1"] == pytest.approx(100 * 2 / 7)  # a, c
+    # a direct reply on a chat row is what the row asks for, whatever the judge thought of it (f)
+    assert out["success@0.9"] == pytest.approx(100 * 3 / 7)  # a, c, f
+    assert out["success@0.8"] == pytest.approx(100 * 4 / 7)  # a, b, c, f
+    assert out["success@1"] == pytest.approx(100 * 3 / 7)  # a, c, f
     assert out["score@0.9"] == pytest.approx(100 * 2 / 7)  # the authors' rule: a and b -- b's call is wrong
     assert out["tool_accuracy"] == pytest.approx(100 * 2 / 3)  # a, e
     assert out["abstention"] == 50.0  # c, f made no call; d called, g attempted one
     assert out["judged"] == pytest.approx(100 * 4 / 7) and out["reply_acceptable"] == 50.0  # a, b of a, b, e, f
-    # the judge's verdict ignored: e and f succeed too
+    # the judge's verdict ignored: e succeeds too
     loose = in_domain.summarise(rows, min_rating=0)
     assert loose["success@0.9"] == pytest.approx(100 * 4 / 7)
 

@@ -19,8 +19,8 @@ Two inputs are accepted:
 Success of a row is what the row asks for (docs/eval.md, "In-domain"):
     a row with gold calls       r_tool >= tau, and, when the judge rated its reply, a rating >= ``--min_rating``
                                 (3, "acceptable", of the judge's 1..5)
-    a row without gold calls    no call and no broken call attempt (``num_calls == 0`` and ``format_valid``), and,
-                                when the judge rated the reply, a rating >= ``--min_rating``
+    a row without gold calls    no call and no broken call attempt (``num_calls == 0`` and ``format_valid``): the
+                                row asks for a direct reply, and verl's abstention counts the same thing
     a row whose gold cannot be read (``gold_invalid``) is left out and counted
 
 Metrics (means over rows, in %):
@@ -83,10 +83,8 @@ def answered_directly(row: dict) -> bool:
 def row_success(row: dict, tau: float, min_rating: int = ACCEPTABLE) -> bool:
     """Success of one HierR row at threshold ``tau``: what the row asks for, done (module docstring)."""
     if int(row["num_gold_calls"]) > 0:
-        done = float(row["r_tool"]) >= tau - 1e-9
-    else:
-        done = answered_directly(row)
-    return done and reply_acceptable(row, min_rating)
+        return float(row["r_tool"]) >= tau - 1e-9 and reply_acceptable(row, min_rating)
+    return answered_directly(row)
 
 
 def summarise(rows: Sequence[dict], taus: Sequence[float] = TAUS, w_total: float = 2.0,

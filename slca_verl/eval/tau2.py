@@ -72,7 +72,7 @@ def pass_hat_k(simulations: Sequence[dict], k: int) -> float:
 
 
 def per_trial_pass_1(simulations: Sequence[dict]) -> dict[str, float]:
-    """``{trial: share of its tasks with reward 1}`` from tau^2's records (``trial``; a record without one is trial 0)."""
+    """``{trial: share of its tasks with reward 1}`` from tau^2's records (``trial``; none: trial 0)."""
     by_trial: dict[str, list[bool]] = defaultdict(list)
     for s in simulations:
         reward = (s.get("reward_info") or {}).get("reward", 0.0) or 0.0
@@ -140,7 +140,8 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
     # LiteLLM's openai provider wants a key even for a local server; a user simulator served with a key
     # (recipes/serve_lib.sh) gets it from --user_api_key_file, through the environment (never the logged command):
     # the policy's own server takes any key
-    env = {**os.environ, "OPENAI_API_KEY": read_key(args.user_api_key_file) or os.environ.get("OPENAI_API_KEY", "local")}
+    key = read_key(args.user_api_key_file) or os.environ.get("OPENAI_API_KEY", "local")
+    env = {**os.environ, "OPENAI_API_KEY": key}
     logger.info("tau2: %s", " ".join(cmd))
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=args.timeout_s)
     if proc.returncode != 0:
@@ -157,7 +158,8 @@ def table(result: dict) -> str:
     rows = [[d, v["n_simulations"], v["n_failed"], *[100.0 * v[f"pass^{k}"] for k in ks],
              f"{100.0 * min(v['per_trial_pass^1'].values()):.1f}-{100.0 * max(v['per_trial_pass^1'].values()):.1f}"]
             for d, v in result["domains"].items()]  # fmt: skip
-    header = ["domain", "simulations", "failed (scored 0)", *[f"Pass^{k} (%)" for k in ks], "Pass^1 per trial, min-max (%)"]
+    header = ["domain", "simulations", "failed (scored 0)", *[f"Pass^{k} (%)" for k in ks],
+              "Pass^1 per trial, min-max (%)"]
     return markdown_table(header, rows) + (
         f"\nAgent `{result['agent_model']}`, user simulator `{result['user_model']}` at {result['user_base_url']}, "
         f"{result['num_trials']} trials, tau2 seed {result['seed']}.\n")
