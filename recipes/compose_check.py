@@ -34,9 +34,10 @@ def verl_config_dir() -> str:
     return os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
 
 
-def compose(config_name: str, overrides: Sequence[str]):
+def compose(config_name: str, overrides: Sequence[str], return_hydra_config: bool = False):
     """verl's trainer config ``config_name`` with ``overrides`` applied, exactly as ``python3 -m verl.trainer.…``
-    would build it (hydra's compose API over verl's own config directory)."""
+    would build it (hydra's compose API over verl's own config directory); with ``return_hydra_config`` hydra's own
+    section (``hydra.*``) is kept too."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -44,21 +45,14 @@ def compose(config_name: str, overrides: Sequence[str]):
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
-        return hydra_compose(config_name=config_name, overrides=list(overrides))
+        return hydra_compose(config_name=config_name, overrides=list(overrides),
+                             return_hydra_config=return_hydra_config)  # fmt: skip
 
 
 def hydra_run_dir(config_name: str, overrides: Sequence[str]) -> str:
     """Where hydra would put the run's folder (``hydra.run.dir``, its ``${now:…}`` resolved) for these overrides:
     the composition hydra's app performs, with hydra's own config kept."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
-        cfg = hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
-    return str(cfg.hydra.run.dir)
+    return str(compose(config_name, overrides, return_hydra_config=True).hydra.run.dir)
 
 
 def _agent_loop_entry(cfg) -> dict | None:

@@ -95,10 +95,13 @@ class Trajectory:
     tool_responses: list[str]
     # True when the text ends on tool responses (no assistant text after the last one).
     ends_with_observation: bool = False
-    # runs of tool responses separated by assistant text (one run per environment turn in a real rollout)
-    tool_response_runs: int = 0
-    # the number of responses in each run, in order (``assistant_texts[i]`` is the text before run i)
+    # the number of responses in each run of tool responses separated by assistant text (one run per environment
+    # turn in a real rollout), in order (``assistant_texts[i]`` is the text before run i)
     run_sizes: tuple[int, ...] = ()
+
+    @property
+    def tool_response_runs(self) -> int:
+        return len(self.run_sizes)
 
 
 def split_decoded_response(solution_str: str) -> Trajectory:
@@ -131,7 +134,7 @@ def split_decoded_response(solution_str: str) -> Trajectory:
         assistant.append(tail)
     assistant = [_SPECIAL_TOKENS_RE.sub("", a).strip() for a in assistant]
     return Trajectory(assistant_texts=assistant, tool_responses=responses, ends_with_observation=ends_with_observation,
-                      tool_response_runs=len(runs), run_sizes=tuple(len(run) for run in runs))
+                      run_sizes=tuple(len(run) for run in runs))
 
 
 #: the forms of gold the authors' data holds (``ground_truth.gold_format``; slca_verl.rewards.execution says what
