@@ -26,7 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 sys.path.insert(0, os.path.join(sys.argv[1], "recipes"))
 import compose_check
 from verl.trainer.main_ppo import run_ppo
-OUT = sys.argv[2]  # a global of __main__: pickled with the class, by value (the actor's own sys.argv is Ray's)
+OUT = json.loads(%r)  # a literal: a worker that re-runs this module sees Ray's sys.argv, not ours
 
 def node_env(name):
     return ray.get_runtime_context().get_node_id(), os.environ.get(name)
@@ -40,7 +40,7 @@ class Probe:
         with open(OUT, "w") as f:
             json.dump(seen, f)
 
-run_ppo(compose_check.compose("ppo_trainer", json.load(open(sys.argv[3]))), task_runner_class=Probe)
+run_ppo(compose_check.compose("ppo_trainer", json.load(open(sys.argv[2]))), task_runner_class=Probe)
 """
 
 
@@ -75,7 +75,8 @@ def run_with(cluster, overrides: list[str], tmp_path) -> list[list]:
     address, token = cluster
     env = {**os.environ, "SLCA_PROBE_VAR": "from-the-launching-shell", "RAY_ADDRESS": address,
            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}  # fmt: skip
-    args = [sys.executable, "-c", PROBE, REPO, str(tmp_path / "seen.json"), str(tmp_path / "overrides.json")]
+    probe = PROBE % json.dumps(str(tmp_path / "seen.json"))  # no '%' elsewhere in PROBE
+    args = [sys.executable, "-c", probe, REPO, str(tmp_path / "overrides.json")]
     proc = subproc.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads((tmp_path / "seen.json").read_text())
