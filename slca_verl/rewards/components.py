@@ -53,8 +53,9 @@ COMPONENTS: tuple[Component, ...] = (
     Component("rltr_total", float, "RLTR: the planner reward (-1 for an invalid format)"),
     Component("gold_invalid", int, "1 when the ground truth could not be read"),
     Component("gold_format", str, "nested, flat or names; '' when the ground truth could not be read"),
-    Component("step_rewards", str, "JSON list: each tool turn's execution reward against the gold step it answers "
-              "(slca_grpo credit=turn; the slca_turns layout reads it)"),
+    Component("step_rewards", str, "JSON list: each tool turn's progress on the gold units (steps, or the calls "
+              "of flat gold), extra_step_reward when it makes none (slca_grpo credit=turn; read by the slca_turns "
+              "layout)"),
     Component("reason", str, "'' when the input was fine, else what was wrong"),
 )
 RESULT_KEYS: tuple[str, ...] = tuple(c.key for c in COMPONENTS)

@@ -62,6 +62,9 @@ from slca_verl.rewards.execution import (
     ExecutionWeights,
     execution_components,
     execution_reward,
+    format_score,
+    key_value_scores,
+    loose_equal,
     unmeasured_components,
 )
 from slca_verl.rewards.judge import Judge, Verdict
@@ -88,9 +91,12 @@ class HierRConfig:
     w_tool: float = 1.0
     w_sum: float = 1.0
     no_call_penalty: float = -0.5
-    # credit=turn: the step reward of a tool turn past the gold's last step (a call the gold does not need costs what
-    # a wrong tool name costs, so calling on after the task is done never beats stopping)
+    # credit=turn: the step reward of a tool turn that makes no progress on the gold (a repeated call, a tool the gold
+    # does not need, a call past the gold: it costs what a wrong tool name costs, so calling on never beats stopping)
     extra_step_reward: float = -0.25
+    # credit=turn: the score at which a nested gold step counts as done, so a turn may be scored on the next one
+    # (step_rewards: a call of the step's tools in the step's shape reaches it, half of a parallel step does not)
+    step_pass: float = 0.5
     min_reply_chars: int = 10
     success_tau: float = 0.9
     accept_string_arguments: bool = False
@@ -213,28 +219,145 @@ async def turn_parses(assistant_texts: list[str], call_format: str, allowed: set
             for t in assistant_texts]  # fmt: skip
 
 
-def step_rewards(turns: list[ParsedCalls], gt, weights: ExecutionWeights,
-                 extra_step_reward: float = 0.0) -> list[float]:
-    """The execution reward of each tool turn (a turn with a call attempt), for ``slca_grpo``'s ``credit=turn``:
+def step_rewards(turns: list[ParsedCalls], gt, weights: ExecutionWeights, extra_step_reward: float = 0.0,
+                 step_pass: float = 0.5) -> list[float]:
+    """The step reward of each tool turn (a turn with a call attempt), for ``slca_grpo``'s ``credit=turn``: the
+    progress the turn makes on the gold, so an episode's step rewards sum to what it achieved, whatever the order.
 
-    - nested gold: turn k's calls scored by the execution formula against gold step k alone (its five components
-      over that step: format, names, keys, values, parallel structure); a turn past the gold's last step scores
-      ``extra_step_reward`` (HierRConfig, default -0.25);
-    - flat or names-only gold (no step structure): the turn's call validity (``fmt``: valid blocks / tags);
-    - no gold calls (an irrelevance row): 0 for every call turn.
+    Args:
+        turns: `(list[ParsedCalls])` each assistant turn's own parse, in order (turns without a call attempt are
+            skipped: they get no step reward).
+        gt: `(GroundTruth)` the row's parsed ground truth.
+        weights: `(ExecutionWeights)` the execution weights.
+        extra_step_reward: `(float)` the step reward of a turn that makes no progress (HierRConfig, -0.25).
+        step_pass: `(float)` the score at which a nested step counts as done, so that the next step may be scored
+            (HierRConfig, 0.5; 0 lets a turn target any step, above R_tool's maximum only the first step counts).
+
+    Units: the gold is cut into units q, each worth at most R_tool's maximum (1 with the default weights):
+        nested gold                       -> its steps S_q (parallel calls);
+        flat / names-only gold of 1 call  -> that call as one step (as nested gold; names-only: key, value unmeasured);
+        flat / names-only gold of N > 1   -> its calls g_q, unordered (no step structure: a call may satisfy any
+                                             unit not yet satisfied).
+    Each unit keeps best_q, the best score a turn has reached on it so far (0 at the start).
+
+    Repeats: a call is new unless the episode already made an identical call (same name, same keys, loosely equal
+    values; an earlier call of the same turn counts) as many times as the gold holds it, and at least once. Only new
+    calls open a unit: a turn that repeats an earlier one makes no progress.
+
+    Formula, for tool turn t with calls C_t, new calls N_t and valid-block share fmt_t (= fmt of the turn alone):
+        steps:  f_t    = min{q : best_q < step_pass}, the last step if every step passed   (the frontier)
+                s_q(t) = R_tool(C_t vs [S_q])   if names(N_t) ∩ names(S_q) ≠ ∅, else 0
+                         (the execution formula over step q alone, every call of the turn counted)
+                q*     = argmax_{q <= f_t} (s_q(t) - best_q)                (the earliest on ties)
+                p_t    = max(0, s_{q*}(t) - best_{q*});   best_{q*} <- best_{q*} + p_t
+        calls:  s(c, q) = R_tool({fmt: fmt_t, name_f1: 1, key, value: of c against g_q}) over the measured
+                          components (parallel never; key, value not on names-only gold)
+                          if c in N_t and c.name == g_q.name, else 0
+                pairs (c, q) with gain s(c, q) - best_q > 0 taken greedily, largest gain first, each call and each
+                unit at most once per turn; p_t = Σ gains;   best_q <- s(c, q) for each pair taken
+        r_t = p_t   if p_t > 0,   else extra_step_reward
+        no gold calls (an irrelevance row): r_t = extra_step_reward for every tool turn.
+
+    So Σ_t r_t = Σ_q best_q + extra_step_reward * #{t : p_t = 0}: the return of an episode is what it achieved on
+    each unit, less a charge per turn that added nothing (a repeated call, a tool the gold does not need, a call past
+    the gold, a turn whose blocks do not parse, any call on a row without gold calls). A retry that fixes a failed
+    step earns the rest of that step's score; giving up keeps only the partial score. A step below ``step_pass`` is
+    not done: a turn calling only a later step's tools (none of the undone step's) makes no progress.
+
+    Why 0.5: a well-formed call of the step's tools reaches it even with every argument wrong (0.1 fmt + 0.25 names
+    + 0.3 parallel = 0.65), half of a parallel step does not (the right one of its two calls alone: 0.44). So an
+    attempted step is done and its arguments may still be fixed by a later turn, a skipped or split step is not. Full
+    marks would charge a right later step whenever an earlier argument missed the loose comparison, teaching the
+    policy to stop instead of going on. The names gate keeps fmt and parallel (0.4 of the weight, earned by any
+    well-formed call) from paying a call of an unrelated tool. A parallel step split across turns never earns more
+    than making it in one turn: its turns together earn its best (at most what one full turn scores), and a turn
+    holding only some of its calls scores below a full one, so the turns after the first are often charged.
+    Forged tool output is handled by the caller (every step reward 0).
+
+    Returns:
+        `(list[float])` one step reward per tool turn, in order.
     """
+    gains, _ = gold_progress(turns, gt, weights, step_pass)
+    return [p if p > _NO_PROGRESS else float(extra_step_reward) for p in gains]
+
+
+def gold_progress(turns: list[ParsedCalls], gt, weights: ExecutionWeights,
+                  step_pass: float = 0.5) -> tuple[list[float], list[float]]:
+    """The progress p_t of each tool turn and the final best_q of each gold unit, as :func:`step_rewards` defines
+    them (Σ_t p_t = Σ_q best_q). No gold calls: every p_t is 0 and there is no unit."""
     attempted = [t for t in turns if t.open_tags or t.close_tags or t.errors or t.calls]
-    if not gt.gold_calls:
-        return [0.0] * len(attempted)
-    if gt.gold_format != "nested":
-        return [execution_components(t, [])["fmt"] for t in attempted]
-    out = []
-    for k, turn in enumerate(attempted):
-        if k >= len(gt.gold_steps):
-            out.append(extra_step_reward)
+    gold = gt.gold_calls
+    if not gold:
+        return [0.0] * len(attempted), []
+    unmeasured = unmeasured_components(gt.gold_format, len(gold))
+    per_call = gt.gold_format != "nested" and len(gold) > 1
+    units = [[c] for c in gold] if per_call else gt.gold_steps
+    best = [0.0] * len(units)
+    made: dict[tuple[str, frozenset], list[dict]] = {}
+    gains = []
+    for turn in attempted:
+        new = [c for c in turn.calls if _is_new(c, made, gold)]
+        if per_call:
+            gains.append(_call_progress(turn, new, units, best, weights, unmeasured))
+        else:
+            gains.append(_step_progress(turn, new, units, best, weights, unmeasured, step_pass))
+    return gains, best
+
+
+# a gain at or below this is float noise, not progress
+_NO_PROGRESS = 1e-9
+
+
+def _same_arguments(a: dict, b: dict) -> bool:
+    return set(a) == set(b) and all(loose_equal(a[k], b[k]) for k in a)
+
+
+def _is_new(call: ToolCall, made: dict, gold: list[ToolCall]) -> bool:
+    """Whether ``call`` is not a repeat (see :func:`step_rewards`); records it in ``made`` (calls by name and keys)."""
+    earlier = made.setdefault((call.name, frozenset(call.arguments)), [])
+    copies = sum(_same_arguments(call.arguments, m) for m in earlier)
+    in_gold = sum(g.name == call.name and _same_arguments(call.arguments, g.arguments) for g in gold)
+    earlier.append(call.arguments)
+    return copies < max(1, in_gold)
+
+
+def _step_progress(turn: ParsedCalls, new: list[ToolCall], steps: list[list[ToolCall]], best: list[float],
+                   weights: ExecutionWeights, unmeasured: frozenset, step_pass: float) -> float:
+    """p_t for step units: the turn scored against each step up to the frontier that its new calls name."""
+    names = {c.name for c in new}
+    frontier = next((q for q, b in enumerate(best) if b < step_pass - _NO_PROGRESS), len(steps) - 1)
+    gains = [(execution_reward(execution_components(turn, [steps[q]]), weights, unmeasured) - best[q], q)
+             for q in range(frontier + 1) if names & {g.name for g in steps[q]}]  # fmt: skip
+    gain, q = max(gains, key=lambda g: (g[0], -g[1]), default=(0.0, -1))  # the earliest step on ties
+    if gain <= _NO_PROGRESS:
+        return 0.0
+    best[q] += gain
+    return gain
+
+
+def _call_progress(turn: ParsedCalls, new: list[ToolCall], units: list[list[ToolCall]], best: list[float],
+                   weights: ExecutionWeights, unmeasured: frozenset) -> float:
+    """p_t for call units: each new call matched to the unit it improves most, each unit improved once."""
+    fmt = format_score(turn)
+    gains = []
+    for i, call in enumerate(new):
+        for q, (unit,) in enumerate(units):
+            if call.name != unit.name:
+                continue
+            key, value = key_value_scores([call], [unit])
+            comps = {"fmt": fmt, "name_f1": 1.0, "key": key, "value": value, "parallel": 0.0}
+            score = execution_reward(comps, weights, unmeasured)
+            if score - best[q] > _NO_PROGRESS:
+                gains.append((score - best[q], i, q))
+    total, used_calls, used_units = 0.0, set(), set()
+    for gain, i, q in sorted(gains, key=lambda g: (-g[0], g[1], g[2])):
+        if i in used_calls or q in used_units:
             continue
-        out.append(execution_reward(execution_components(turn, [gt.gold_steps[k]]), weights))
-    return out
+        used_calls.add(i)
+        used_units.add(q)
+        best[q] += gain
+        total += gain
+    return total
 
 
 async def score_trajectory(
@@ -297,7 +420,7 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     if parsed_turns is not None and call_format != "hermes" and turns:
         last = turns[-1]  # the loop's parse of the last turn: a marker its special tokens hid from the text counts
         last_attempted = bool(last.open_tags or last.close_tags or last.errors or last.blocks)
-    per_step = step_rewards(turns, gt, cfg.weights, cfg.extra_step_reward)
+    per_step = step_rewards(turns, gt, cfg.weights, cfg.extra_step_reward, cfg.step_pass)
     reasons += parsed.errors[:3] + (
         [f"… {len(parsed.errors) - 3} more invalid blocks"] if len(parsed.errors) > 3 else []
     )
