@@ -15,7 +15,8 @@ prompting through the checkpoint's own chat template) and reads what bfcl-eval w
   bfcl-eval's group and overall numbers from its CSV (BFCL v4: non-live 10, live 10, irrelevance 10, multi-turn 30,
   agentic 40; a category not run counts 0 there, as on the leaderboard), the categories left out, and the v3-style
   aggregate :func:`v3_style` (mean of bfcl-eval's non-live, live and multi-turn accuracies), which is the number to
-  set beside a paper's BFCL v3 column.
+  set beside a paper's BFCL v3 column, and, for a group bfcl-eval shows as N/A because one of its categories was not
+  run (Memory Acc offline: memory_vector), its mean over the categories that were (:func:`groups_over_run`).
 
 Categories (:data:`OFFLINE_CATEGORIES`): every one that runs without the internet. ``web_search_*`` needs SerpAPI and
 ``memory_vector`` downloads a sentence-transformers encoder from the Hugging Face hub: both are left out unless asked
@@ -53,6 +54,18 @@ NEEDS_INTERNET = {"memory_vector": "downloads the all-MiniLM-L6-v2 encoder from 
 GROUP_COLUMNS = ("Overall Acc", "Non-Live AST Acc", "Live Acc", "Multi Turn Acc", "Memory Acc", "Web Search Acc",
                  "Irrelevance Detection", "Relevance Detection")  # fmt: skip
 V3_PARTS = ("Non-Live AST Acc", "Live Acc", "Multi Turn Acc")
+#: the groups bfcl-eval shows as N/A when one of their categories was not scored (``display_na_if_category_missing``
+#: in its ``eval_runner_helper.generate_leaderboard_csv``), and the categories each one averages, unweighted; a tuple
+#: inside is itself such a mean (Non-Live's simple AST: python, java, javascript). Memory Acc is always N/A offline:
+#: memory_vector needs the internet. :func:`groups_over_run` gives their mean over the categories that did run.
+GROUP_PARTS = {
+    "Non-Live AST Acc": (("simple_python", "simple_java", "simple_javascript"), "multiple", "parallel",
+                         "parallel_multiple"),
+    "Web Search Acc": ("web_search_base", "web_search_no_snippet"),
+    "Memory Acc": ("memory_kv", "memory_vector", "memory_rec_sum"),
+    "Relevance Detection": ("live_relevance",),
+    "Irrelevance Detection": ("irrelevance", "live_irrelevance"),
+}  # fmt: skip
 #: the categories bfcl-eval averages into those three (irrelevance and relevance are scored apart from them)
 V3_CATEGORIES = NON_LIVE[:-1] + LIVE[:4] + MULTI_TURN
 DEFAULT_BFCL_PYTHON = "/tmp/slca-bfcl/venv/bin/python"
@@ -113,6 +126,38 @@ def v3_style(overall: dict[str, float | None], scores: dict[str, dict]) -> dict:
     return {"value": value, "missing_categories": missing}
 
 
+def _mean_over_run(parts: Sequence, scores: dict[str, dict]) -> float | None:
+    """bfcl-eval's unweighted mean of ``parts`` (a nested tuple is a mean of its own), over the scored ones only."""
+    values = []
+    for part in parts:
+        value = _mean_over_run(part, scores) if isinstance(part, tuple) else scores.get(part, {}).get("accuracy")
+        if value is not None:
+            values.append(value)
+    return sum(values) / len(values) if values else None
+
+
+def _flat(parts: Sequence) -> list[str]:
+    return [c for part in parts for c in (_flat(part) if isinstance(part, tuple) else [part])]
+
+
+def groups_over_run(overall: dict[str, float | None], scores: dict[str, dict]) -> dict[str, dict]:
+    """For each group of :data:`GROUP_PARTS` that bfcl-eval shows as N/A although some of its categories ran (Memory
+    Acc after memory_kv and memory_rec_sum, memory_vector left out): ``{"accuracy", "categories", "not_run"}``, its
+    mean over the categories that ran, computed as bfcl-eval computes the full group. bfcl-eval's overall still counts
+    the missing ones 0; this is the number to read for what was run."""
+    out = {}
+    for group, parts in GROUP_PARTS.items():
+        if overall.get(group) is not None:
+            continue
+        value = _mean_over_run(parts, scores)
+        if value is None:
+            continue
+        names = _flat(parts)
+        out[group] = {"accuracy": value, "categories": [c for c in names if c in scores],
+                      "not_run": [c for c in names if c not in scores]}  # fmt: skip
+    return out
+
+
 def summarize(score_root: str, categories: Sequence[str], limit: int | None = None, version: str | None = None) -> dict:
     """The report: per category, bfcl-eval's groups and overall, the v3-style aggregate, what was left out."""
     scores = read_category_scores(score_root)
@@ -125,13 +170,21 @@ def summarize(score_root: str, categories: Sequence[str], limit: int | None = No
     return {
         "model": MODEL, "bfcl_eval_version": version, "limit_per_category": limit,
         "categories": scores, "groups": overall, "overall_v4": overall["Overall Acc"],
-        "v3_style": v3_style(overall, scores), "left_out": left_out,
+        "groups_over_run": groups_over_run(overall, scores), "v3_style": v3_style(overall, scores),
+        "left_out": left_out,
     }  # fmt: skip
 
 
 def table(result: dict) -> str:
     rows = [[c, v["total_count"], 100.0 * v["accuracy"]] for c, v in sorted(result["categories"].items())]
-    rows += [[f"**{c}** (bfcl-eval)", "", "N/A" if v is None else 100.0 * v] for c, v in result["groups"].items()]
+    over_run = result.get("groups_over_run", {})
+    for group, value in result["groups"].items():
+        if value is None and group in over_run:
+            part = over_run[group]
+            rows.append([f"**{group}** over the categories run ({', '.join(part['categories'])}; not run: "
+                         f"{', '.join(part['not_run'])}; bfcl-eval: N/A)", "", 100.0 * part["accuracy"]])  # fmt: skip
+        else:
+            rows.append([f"**{group}** (bfcl-eval)", "", "N/A" if value is None else 100.0 * value])
     v3 = result["v3_style"]["value"]
     rows.append(["**v3-style: (non-live + live + multi-turn) / 3**", "", "N/A" if v3 is None else 100.0 * v3])
     text = markdown_table(["category", "entries", "accuracy (%)"], rows)
