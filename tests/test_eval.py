@@ -380,14 +380,13 @@ def test_plots_cli_names_a_missing_metrics_file_instead_of_a_traceback(tmp_path,
     assert not (tmp_path / "p").exists()
 
 
-def test_the_advantage_plot_uses_the_segment_metrics_slca_sync_logs():
+def test_the_advantage_plot_draws_the_segment_spreads_slca_sync_logs_not_their_zero_means():
     from slca_verl.core_algos import SEGMENT_METRICS
     from slca_verl.eval import plots
 
     series = {key: [(1, 0.0)] for key in SEGMENT_METRICS} | {"critic/advantages/mean": [(1, 0.0)]}
-    tool_patterns, summary_patterns, _ = plots.FIGURES["advantages"][2]
-    assert plots.pick(series, tool_patterns) == "slca/adv_tool/mean"
-    assert plots.pick(series, summary_patterns) == "slca/adv_summary/mean"
+    assert [key for _, key in plots.lines(plots.FIGURES["advantages"], series)] == ["slca/adv_tool/std",
+                                                                                    "slca/adv_summary/std"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
