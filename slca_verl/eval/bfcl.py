@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from slca_verl.eval.report import markdown_table, read_jsonl, write_report
+from slca_verl.progress import cli_logging
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bfcl_root", default=None)
     p.add_argument("--out_dir", required=True)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cli_logging()
 
     checker, language, model_name = load_checker(args.bfcl_root)
     cases = load_cases(args.categories.split(","), limit=args.limit)

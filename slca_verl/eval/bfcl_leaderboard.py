@@ -33,9 +33,11 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from typing import Sequence
 
 from slca_verl.eval.report import markdown_table, write_report
+from slca_verl.progress import cli_logging, progress_line
 
 logger = logging.getLogger(__name__)
 
@@ -196,8 +198,28 @@ def table(result: dict) -> str:
     return text
 
 
-def run_bfcl(args: argparse.Namespace, command: list[str]) -> None:
-    """``bfcl_cli.py [ours] -- <bfcl command>`` with the bfcl-eval venv's Python, bfcl-eval's env for the endpoint."""
+def count_results(result_root: str, expected: dict[str, int], since: float = 0.0) -> int:
+    """Entries bfcl generate has written so far: the lines of each ``BFCL_v4_<category>_result.json`` under
+    ``result_root`` modified at or after ``since`` (a file left by an earlier run does not count), at most the
+    category's expected count; memory's prerequisite files (``*_prereq_result.json``) are not test entries."""
+    done = {}
+    for folder, _, files in os.walk(result_root):
+        for name in files:
+            if not (name.startswith("BFCL_") and name.endswith("_result.json")):
+                continue
+            category = name.split("_", 2)[2][: -len("_result.json")]
+            path = os.path.join(folder, name)
+            if category not in expected or os.path.getmtime(path) < since:
+                continue
+            with open(path, "rb") as f:
+                done[category] = min(expected[category], sum(1 for line in f if line.strip()))
+    return sum(done.values())
+
+
+def run_bfcl(args: argparse.Namespace, command: list[str], expected: dict[str, int] | None = None) -> None:
+    """``bfcl_cli.py [ours] -- <bfcl command>`` with the bfcl-eval venv's Python, bfcl-eval's env for the endpoint;
+    its output in ``<out_dir>/bfcl_<command>.log``. With ``expected`` ({category: entries}) a progress line every
+    ``--progress_s`` seconds: entries written of those expected, and the time left at the pace so far."""
     ours = ["--served_model", args.served_model]
     if args.max_tokens:
         ours += ["--max_tokens", str(args.max_tokens)]
@@ -207,11 +229,32 @@ def run_bfcl(args: argparse.Namespace, command: list[str]) -> None:
            "LOCAL_SERVER_PORT": str(args.port)}  # fmt: skip
     cmd = [args.bfcl_python, CLI, *ours, "--", *command]
     logger.info("bfcl: %s", " ".join(cmd))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout_s)
-    with open(os.path.join(args.out_dir, f"bfcl_{command[0]}.log"), "w", encoding="utf-8") as f:
-        f.write(proc.stdout + proc.stderr)
+    log_path = os.path.join(args.out_dir, f"bfcl_{command[0]}.log")
+    total = sum(expected.values()) if expected else None
+    start_wall, start = time.time() - 1.0, time.monotonic()  # (1 s: file times are coarser than the clock)
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=args.progress_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() - start > args.timeout_s:
+                        raise RuntimeError(f"bfcl {command[0]} ran past --timeout_s {args.timeout_s:g} s; "
+                                           f"see {log_path}") from None  # fmt: skip
+                    if expected:
+                        done = count_results(os.path.join(args.bfcl_root, "result"), expected, start_wall)
+                        logger.info(progress_line(f"bfcl {command[0]}: entries", done, total,
+                                                  time.monotonic() - start))  # fmt: skip
+        finally:
+            if proc.poll() is None:  # a timeout or an interrupt: the bfcl process does not outlive this one
+                proc.kill()
+                proc.wait()
     if proc.returncode != 0:
-        raise RuntimeError(f"bfcl {command[0]} failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-3000:]}")
+        with open(log_path, encoding="utf-8") as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"bfcl {command[0]} failed ({proc.returncode}): {tail}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,9 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bfcl_python", default=DEFAULT_BFCL_PYTHON, help="Python of the bfcl-eval venv")
     p.add_argument("--skip_generate", action="store_true", help="evaluate results already under --out_dir")
     p.add_argument("--timeout_s", type=float, default=12 * 3600)
+    p.add_argument("--progress_s", type=float, default=30.0, help="seconds between progress lines of bfcl generate")
     p.add_argument("--out_dir", required=True)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cli_logging()
     if not os.access(args.bfcl_python, os.X_OK):
         logger.error("bfcl: --bfcl_python %s is not an executable; run scripts/bfcl_setup.sh", args.bfcl_python)
         return 2
@@ -241,11 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.makedirs(args.bfcl_root, exist_ok=True)
     categories = [c for c in args.categories.split(",") if c]
     common = ["--model", MODEL, "--test-category", ",".join(categories)]
+    expanded, version, sizes = _expand(args, categories)
     if not args.skip_generate:
+        expected = {c: min(n, args.limit) if args.limit else n for c, n in sizes.items()}
+        logger.info("bfcl generate: %d entries in %d categories (progress every %g s)", sum(expected.values()),
+                    len(expected), args.progress_s)  # fmt: skip
         run_bfcl(args, ["generate", *common, "--skip-server-setup", "--local-model-path",
-                        os.path.abspath(args.local_model_path), "--allow-overwrite"])  # fmt: skip
+                        os.path.abspath(args.local_model_path), "--allow-overwrite"], expected)  # fmt: skip
     run_bfcl(args, ["evaluate", *common, *(["--partial-eval"] if args.limit or args.skip_generate else [])])
-    expanded, version = _expand(args, categories)
     result = summarize(os.path.join(args.bfcl_root, "score"), expanded, args.limit, version)
     json_path, md_path = write_report(args.out_dir, "bfcl_leaderboard", result, table(result))
     logger.info("bfcl: overall (v4) %s, v3-style %s -> %s, %s", result["overall_v4"], result["v3_style"]["value"],
@@ -253,20 +300,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _expand(args: argparse.Namespace, categories: list[str]) -> tuple[list[str], str]:
-    """bfcl-eval's expansion of group names (``multi_turn`` -> its four categories) and its version, asked of the
-    bfcl venv (the one that scored)."""
+def _expand(args: argparse.Namespace, categories: list[str]) -> tuple[list[str], str, dict[str, int]]:
+    """bfcl-eval's expansion of group names (``multi_turn`` -> its four categories), its version, and the number of
+    test entries of each category (its ``load_dataset_entry``, memory's prerequisites left out; {} if that fails),
+    asked of the bfcl venv (the one that generates and scores)."""
     code = ("import json,sys\nfrom importlib.metadata import version\n"
             "from bfcl_eval.utils import parse_test_category_argument\n"
             "names = parse_test_category_argument(sys.argv[1].split(','))\n"
-            "print(json.dumps([names, version('bfcl-eval')]))")  # fmt: skip
+            "try:\n    from bfcl_eval.utils import load_dataset_entry\n"
+            "    sizes = {c: len(load_dataset_entry(c, include_prereq=False, include_language_specific_hint=False))"
+            " for c in names}\n"
+            "except Exception:\n    sizes = {}\n"
+            "print(json.dumps([names, version('bfcl-eval'), sizes]))")  # fmt: skip
     env = {**os.environ, "BFCL_PROJECT_ROOT": args.bfcl_root}
     proc = subprocess.run([args.bfcl_python, "-c", code, ",".join(categories)], env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     if proc.returncode != 0:
         raise ValueError(f"bfcl: categories {categories} not understood by bfcl-eval: {proc.stderr[-1500:]}")
-    expanded, version = json.loads(proc.stdout.strip().splitlines()[-1])
-    return expanded, version
+    expanded, version, sizes = json.loads(proc.stdout.strip().splitlines()[-1])
+    return expanded, version, sizes
 
 
 if __name__ == "__main__":

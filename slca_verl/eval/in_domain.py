@@ -49,6 +49,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from slca_verl.eval.report import markdown_table, read_jsonl, write_report
+from slca_verl.progress import cli_logging
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--w_tool", type=float, default=1.0)
     p.add_argument("--w_sum", type=float, default=1.0)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cli_logging()
 
     preds = read_jsonl(args.predictions)
     parquet_rows = None

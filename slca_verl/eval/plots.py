@@ -40,6 +40,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
+from slca_verl.progress import cli_logging
+
 logger = logging.getLogger(__name__)
 
 #: a data source whose rows are answered without a call (the CPU task's chat rows, BFCL-style irrelevance rows):
@@ -229,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--labels", nargs="*", default=None, help="a name per run (default: the file's folder)")
     p.add_argument("--out_dir", required=True)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cli_logging()
     if args.labels and len(args.labels) != len(args.metrics):
         logger.error("%d --labels for %d --metrics files", len(args.labels), len(args.metrics))
         return 2

@@ -18,6 +18,8 @@ import os
 import sys
 from typing import Sequence
 
+from slca_verl.progress import cli_logging
+
 logger = logging.getLogger(__name__)
 
 COLUMNS = ("in-domain Success@0.9", "BFCL (v3-style)", "BFCL v4 overall", "τ²-bench Pass^1")
@@ -112,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out_dir", required=True)
     p.add_argument("--label", default=None, help="the row's method name (default: the folder's name)")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cli_logging()
     if not os.path.isdir(args.out_dir):
         logger.error("summary: --out_dir %s is not a folder", args.out_dir)
         return 2

@@ -32,6 +32,7 @@ from math import comb
 from typing import Sequence
 
 from slca_verl.eval.report import markdown_table, write_report
+from slca_verl.progress import cli_logging
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tau2_bin", default=None, help="the tau2 command (default: tau2 on PATH, from the extra)")
     p.add_argument("--out_dir", required=True)
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    cli_logging()
     try:
         args.tau2_bin = require_tau2(args.tau2_bin)
     except ImportError as e:
