@@ -63,23 +63,36 @@ FORMAT_TAG=$([[ "${TOOL_FORMAT}" == hermes ]] || echo "_${TOOL_FORMAT}")
 TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}r${WARMUP_ALT_REPEATS}_b${WARMUP_BATCH}_v${VOCAB_SIZE}${FORMAT_TAG}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
 
+source "${REPO_ROOT}/scripts/progress_lib.sh"
+# the python steps start through recipes/verl_startup.py: verl's start-up notices that carry nothing on a CPU (engines
+# not installed, no accelerator) become one summary line per process; QUIET_VERL=0 shows them as they come
+PY=(python3 "${RECIPES_DIR}/verl_startup.py")
+[[ "${QUIET_VERL:-1}" == 0 ]] && PY=(python3 -m)
 build_tiny() {  # data + model, once per TINY_DIR
   local tmp="${TINY_DIR}.partial"
   rm -rf "${tmp}" && mkdir -p "${tmp}"
+  # a stage line each, with the time left (expected on an idle 2-core machine: ~10 s for each of the first three,
+  # ~0.5 s a warm-up step; a loaded machine's pace scales the rest); the warm-up logs its own steps and time left
+  progress_start "tiny model build" 10 10 15 $((10 + WARMUP_STEPS / 2))
+  progress_stage 1 "the task's rows (${TASK}, seed ${SEED}) -> ${TINY_DIR}"
   if [[ "${TASK}" == cpu_task ]]; then
-    python3 -m data_prep.cpu_task --output_dir "${tmp}/data" --seed "${SEED}" --no_progress
+    "${PY[@]}" data_prep.cpu_task --output_dir "${tmp}/data" --seed "${SEED}" --no_progress
   else
-    python3 -m data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
+    "${PY[@]}" data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
   fi
-  python3 -m slca_verl.cpu.tiny_model gold --rl "${tmp}/data/${DATA_NAME}_train.parquet" --out "${tmp}/sft" \
+  progress_stage 2 "gold episodes of the training rows"
+  "${PY[@]}" slca_verl.cpu.tiny_model gold --rl "${tmp}/data/${DATA_NAME}_train.parquet" --out "${tmp}/sft" \
     --seed "${SEED}" --share "${WARMUP_SHARE}" --undecided "${WARMUP_UNDECIDED}" --alt_repeats "${WARMUP_ALT_REPEATS}" \
     --format "${TOOL_FORMAT}"
   local vocab=()
   [[ "${VOCAB_SIZE}" != 0 ]] && vocab=(--vocab_from "${tmp}/sft/sft_train.parquet" --vocab_size "${VOCAB_SIZE}")
-  python3 -m slca_verl.cpu.tiny_model init --out "${tmp}/init" --seed "${SEED}" "${vocab[@]}"
-  python3 -m slca_verl.cpu.tiny_model warmup --model "${tmp}/init" --sft "${tmp}/sft/sft_train.parquet" \
+  progress_stage 3 "a tokenizer of the task's vocabulary and a random tiny Qwen3"
+  "${PY[@]}" slca_verl.cpu.tiny_model init --out "${tmp}/init" --seed "${SEED}" "${vocab[@]}"
+  progress_stage 4 "the supervised warm-up, ${WARMUP_STEPS} steps"
+  "${PY[@]}" slca_verl.cpu.tiny_model warmup --model "${tmp}/init" --sft "${tmp}/sft/sft_train.parquet" \
     --out "${tmp}/model" --steps "${WARMUP_STEPS}" --lr "${WARMUP_LR}" --seed "${SEED}" --batch_size "${WARMUP_BATCH}"
   rm -rf "${TINY_DIR}" && mv "${tmp}" "${TINY_DIR}"
+  progress_done
 }
 # a given model and given data files use nothing of TINY_DIR (recipes/eval_in_domain.sh: a checkpoint and its run's
 # rows): nothing is built for them
@@ -130,6 +143,6 @@ NOISE_ARGS=()
 SEED_ARGS=(actor_rollout_ref.rollout.seed="${SEED}" +data.seed="${SEED}" actor_rollout_ref.actor.data_loader_seed="${SEED}")
 bash "${RECIPES_DIR}/run_qwen7b_slca.sh" "${SEED_ARGS[@]}" "${NOISE_ARGS[@]}" "$@"
 case "${DRY_RUN:-0}" in
-  0|false) python3 -m slca_verl.eval.plots --metrics "${OUTPUT_DIR}/metrics.jsonl" --labels "${ADV_ESTIMATOR}" \
+  0|false) "${PY[@]}" slca_verl.eval.plots --metrics "${OUTPUT_DIR}/metrics.jsonl" --labels "${ADV_ESTIMATOR}" \
              --out_dir "${OUTPUT_DIR}/plots" ;;
 esac

@@ -353,4 +353,9 @@ case "${DRY_RUN:-0}" in
   1|true) python3 "${RECIPES_DIR}/compose_check.py" --config-name ppo_trainer -- "${OVERRIDES[@]}" "$@"; exit ;;
 esac
 
-python3 -m verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"
+# DEVICE=cpu: through recipes/verl_startup.py, which filters verl's start-up notices that carry nothing on a CPU
+# (engines not installed, no accelerator) to one line, in this process and the Ray workers it starts; QUIET_VERL=0
+# runs python -m as on GPUs
+MAIN=(python3 -m)
+[[ "${DEVICE}" == cpu && "${QUIET_VERL:-1}" != 0 ]] && MAIN=(python3 "${RECIPES_DIR}/verl_startup.py")
+"${MAIN[@]}" verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"

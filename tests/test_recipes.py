@@ -73,7 +73,7 @@ def test_training_recipes_follow_verls_shape():
         text = open(os.path.join(RECIPES, name)).read()
         assert "set -xeuo pipefail" in text, name
     main = open(os.path.join(RECIPES, "run_qwen7b_slca.sh")).read()
-    assert 'python3 -m verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"' in main
+    assert 'MAIN=(python3 -m)' in main and '"${MAIN[@]}" verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"' in main
     assert "torchrun" in open(os.path.join(RECIPES, "run_qwen7b_sft.sh")).read()
 
 
@@ -572,13 +572,14 @@ def test_the_cpu_recipe_builds_nothing_for_a_given_model_and_given_data(tmp_path
                        timeout=60, env={**env, **given})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     calls = log.read_text()
-    assert "-m verl.trainer.main_ppo" in calls and "tiny_model" not in calls and "data_prep" not in calls
+    # (through recipes/verl_startup.py, which runs the module as python -m does)
+    assert "verl_startup.py verl.trainer.main_ppo" in calls and "tiny_model" not in calls and "data_prep" not in calls
     assert f"data.val_files={tmp_path / 'v.parquet'}" in calls and f"hydra.run.dir={tmp_path / 'run'}/hydra/" in calls
     # without them the recipe builds the seed's task (here: the stand-in's first call), as before
     log.unlink()
     subproc.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True, timeout=60,
                 env=env)  # fmt: skip
-    assert log.read_text().splitlines()[0].startswith("-m data_prep.cpu_task")
+    assert log.read_text().splitlines()[0].startswith(f"{RECIPES}/verl_startup.py data_prep.cpu_task")
 
 
 def test_hydras_run_folder_goes_under_output_dir_in_every_training_recipe(composed):
