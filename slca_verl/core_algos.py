@@ -141,7 +141,7 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
 
 
 SLCA_DEFAULTS = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6, "abstention_credit": False,
-                 "kernel": ("auto", "torch"), "credit": ("segment", "turn")}
+                 "kernel": ("auto", "torch"), "credit": ("segment", "turn"), "turn_min_pool": 0.0}
 
 
 def slca_settings(config: Any) -> dict:
@@ -159,10 +159,25 @@ def slca_settings(config: Any) -> dict:
     advantage lands on that decision token (docs/credit_assignment.md, "Abstention").
 
     ``credit``: ``segment`` (default, the paper's) gives all tool tokens of a response one execution advantage;
-    ``turn`` gives each tool turn its own, against a baseline that does not depend on when a response stopped
-    (:mod:`slca_verl.turn_credit`; with the ``slca_turns`` reward layout, which puts each turn's step reward on it).
+    ``turn`` credits each tool turn, and each decision to reply, with its return-to-go against a leave-one-out
+    baseline (:mod:`slca_verl.turn_credit`; with the ``slca_turns`` reward layout, which puts each turn's step
+    reward on it). ``turn_min_pool`` (default 0): a decision that fewer other rows of its group made gets no credit.
+
+    Raises:
+        ValueError: an unknown key, a value of the wrong kind, or ``abstention_credit`` with ``credit=turn``.
     """
-    return estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
+    cfg = estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
+    if cfg["turn_min_pool"] < 0 or cfg["turn_min_pool"] != int(cfg["turn_min_pool"]):
+        raise ValueError(
+            f"slca_grpo: algorithm.slca.turn_min_pool={cfg['turn_min_pool']!r} must be a whole number >= 0"
+        )
+    if cfg["credit"] == "turn" and cfg["abstention_credit"]:
+        raise ValueError(
+            "slca_grpo: algorithm.slca.abstention_credit=true with algorithm.slca.credit=turn: the per-turn mode "
+            "credits a direct reply's decision itself (decision 0 of its row, against the rows that called); the "
+            "abstention token would be read as a tool turn. Set one of them."
+        )
+    return cfg
 
 
 def explicit_segment_ids(
@@ -409,8 +424,9 @@ def _segment_advantages(
 
 
 def _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg) -> torch.Tensor:
-    """``credit=turn``: per-turn execution credit where a group has multi-turn responses
-    (:func:`slca_verl.turn_credit.per_turn_advantages`); the segment mode's advantages unchanged otherwise."""
+    """``credit=turn``: per-turn execution credit (:func:`slca_verl.turn_credit.per_turn_advantages`): every tool
+    turn and every decision to reply credited with its return-to-go against a leave-one-out baseline; the summary
+    keeps the segment mode's A^sum. ``credit=segment``: the advantages unchanged."""
     if cfg["credit"] != "turn":
         return advantages
     if segment_ids is None:
@@ -420,8 +436,9 @@ def _with_turn_credit(advantages, token_level_rewards, response_mask, index, seg
     gidx, num_groups = group_index(index, advantages.device)
     stats = _STATS.get()
     return turn_credit.per_turn_advantages(
-        advantages, token_level_rewards, tool.bool(), summary.bool(), gidx, num_groups, group_zscore, cfg["epsilon"],
-        cfg["norm_adv_by_std_in_grpo"], cfg["lambda_tool"], record=stats.update if stats is not None else None)
+        advantages, token_level_rewards, tool.bool(), summary.bool(), gidx, num_groups, cfg["epsilon"],
+        cfg["norm_adv_by_std_in_grpo"], cfg["lambda_tool"], int(cfg["turn_min_pool"]),
+        record=stats.update if stats is not None else None)
 
 
 @register_adv_est("slca_grpo")

@@ -17,6 +17,7 @@ REGISTERING_MODULES = (
     "slca_verl.trainer",  # v1 trainer mode: slca_sync
     "slca_verl.agent_loop",  # agent loop: slca_tool_agent; tool-call format: slca_hermes
     "slca_verl.baselines",  # advantage estimators and reward layouts: toolpo, rltr
+    "slca_verl.turn_baselines",  # advantage estimators: gigpo, mt_grpo (per-turn comparators)
 )
 
 

@@ -1,29 +1,34 @@
 """Per-turn execution credit for ``slca_grpo`` (``+algorithm.slca.credit=turn``): each tool turn its own advantage.
 
 ``slca_grpo`` gives every tool token of a trajectory one execution advantage A^tool, so in a multi-step episode a
-right first call and a wrong second call share one number. With ``credit=turn`` each assistant tool turn k (a
-maximal run of tool-segment tokens; the agent loop answers every tool turn with a tool response, so runs and turns
-coincide) is credited with its own step reward r_{i,k} (the rewards on its tokens: the ``slca_turns`` reward layout
-puts HierR's per-step score on the turn's last token), against a baseline that does not depend on when the
-trajectory stopped. docs/method.md ("Per-turn credit") derives it; in short, for group g and the rows
-P_g = {i in g : K_i >= 1} that made at least one tool turn (K_i turns; the rows ``slca_grpo`` normalises A^tool over)::
+right first call and a wrong second call share one number. With ``credit=turn`` every decision of the episode is
+credited with its own *return-to-go* against a *leave-one-out* baseline. docs/method.md ("Per-turn credit") derives
+it; in short, for row i of group g with K_i tool turns (maximal runs of tool-segment tokens: the agent loop answers
+every tool turn with a tool response, so runs and turns coincide) and step rewards r_{i,k} (the rewards on turn k's
+tokens: the ``slca_turns`` layout puts HierR's per-step progress on the turn's last token)::
 
-    r~_{i,k} = r_{i,k} for k <= K_i, else 0            (a step not taken earns nothing)
-    z_{i,k}  = (r~_{i,k} - mean_{j in P_g} r~_{j,k}) / (std_{j in P_g} r~_{j,k} + eps)     (0 if |P_g| < 2)
-    A_{i,k}  = lambda_tool * z_{i,k}                    on the tokens of turn k <= K_i
-    S_i      = lambda_tool * sum_{k > K_i} z_{i,k}      on the decision token: the first summary token (the policy
-                                                        chose to reply instead of calling again), or, without a
-                                                        summary, the tokens of the last tool turn
+    decision d = 0, 1, ..., K_i of row i: after d tool turns, call again (turn d + 1) or reply (stop).
+        A row that replied (it has a summary) made decisions 0..K_i, the last one "stop"; a row cut by a length or
+        turn limit (tool turns, no summary) made decisions 0..K_i - 1 only: it never chose to stop.
+    G_{i,d}  = sum_{k > d} r_{i,k}                     (return-to-go; 0 for "stop")
+    P_{i,d}  = {j in g, j != i : row j made decision d}   (the other rows that stood where row i stands)
+    b_{i,d}  = mean_{j in P_{i,d}} G_{j,d}, or 0 when P_{i,d} is empty (nobody else got this far: nothing is left
+               to earn for a row that did not)
+    D_{i,d}  = G_{i,d} - b_{i,d}                       (0 when |P_{i,d}| < min_pool, and in groups of one row)
+    s_g      = sqrt(mean over the decisions (i, d) of g of D_{i,d}^2)     (norm_adv_by_std_in_grpo; else 1)
+    A_{i,d}  = lambda_tool * D_{i,d} / (s_g + eps)
+    tokens of tool turn k get A_{i,k-1}; the first summary token (where the row chose to reply) gets A_{i,K_i} added
+    to its A^sum; the summary keeps A^sum; observations 0.
 
-Every row of P_g enters every turn index's statistics (padded with 0 past its last turn), so the baseline of turn k
-is the group's mean achievement at step k, the same number for a row that stopped before k as for one that went on.
-A per-turn-index baseline (mean over the rows that reached turn k, MT-GRPO style) instead compares a failed attempt
-at step k only with other attempts, and never charges the rows that did not try: stopping early escapes the
-comparison, and the turn count drifts below the gold's. On a group whose rows all make one tool turn (single-step
-episodes) the formulas are ``slca_grpo``'s, and so are the advantages, bit for bit.
+The baseline of a decision is built from other rows only, so it is independent of what row i did there: with
+``norm_adv_by_std_in_grpo=False`` the expected update is exactly the policy gradient of the tool-side return
+E[sum_k r_k] (tests/test_turn_credit.py checks it by enumeration). With the default scale s_g the row takes part in
+its group's scale, GRPO's compromise (variance for a small bias). Stopping is credited like calling: a row that
+replies after step 1 while the others went on and earned is charged what they earned; a direct reply (K_i = 0) is
+decision 0 of its row, compared with the rows that called.
 
-Shapes: ``rewards``, ``response_mask``, ``tool``, ``summary`` (bs, L); per-row vectors (bs,); per-turn (bs, H) with
-H the batch's largest turn count.
+Shapes: ``rewards``, ``tool``, ``summary`` (bs, L); per-row vectors (bs,); per-turn (bs, H) and per-decision
+(bs, H + 1) with H the batch's largest turn count.
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ import torch
 TURN_METRICS = {
     "slca/turns/mean": "tool turns per response (over responses with a tool segment)",
     "slca/turn{k}/reward_mean": "mean step reward r_{i,k} of turn k",
-    "slca/turn{k}/adv_mean": "mean per-turn advantage A_{i,k} of turn k",
-    "slca/stop_adv/mean": "mean stopping credit S_i over responses with a tool segment",
+    "slca/turn{k}/adv_mean": "mean per-turn advantage A_{i,k-1} of turn k",
+    "slca/stop_adv/mean": "mean stopping credit A_{i,K_i} over the responses that replied (direct replies included)",
+    "slca/truncated/frac": "share of responses cut on a tool turn (no stopping decision, so no stopping credit)",
 }
 LOGGED_TURNS = 3
 
@@ -56,63 +62,92 @@ def turn_rewards(rewards: torch.Tensor, turn: torch.Tensor, horizon: int) -> tor
     return out[:, 1:]
 
 
-def per_turn_advantages(segment_adv, rewards, tool, summary, gidx, num_groups, zscore, epsilon, norm_by_std,
-                        lambda_tool, record=None) -> torch.Tensor:  # fmt: skip
-    """``slca_grpo``'s advantages with per-turn execution credit in the groups that have multi-turn responses.
+def returns_to_go(r: torch.Tensor) -> torch.Tensor:
+    """(bs, H + 1): G_{i,d} = sum_{k > d} r_{i,k}, d = 0..H (r zero past a row's last turn, so G_{i,K_i} = 0)."""
+    zero = r.new_zeros(r.shape[0], 1)
+    return torch.cat([torch.flip(torch.cumsum(torch.flip(r, [1]), dim=1), [1]), zero], dim=1)
+
+
+def decisions(n_turns: torch.Tensor, replied: torch.Tensor, horizon: int) -> torch.Tensor:
+    """(bs, H + 1) bool: row i made decision d (d < K_i: it called turn d + 1; d = K_i: it replied)."""
+    d = torch.arange(horizon + 1, device=n_turns.device).unsqueeze(0)
+    k = n_turns.unsqueeze(1)
+    return (d < k) | ((d == k) & replied.unsqueeze(1))
+
+
+def decision_advantages(G: torch.Tensor, made: torch.Tensor, gidx: torch.Tensor, num_groups: int, epsilon: float,
+                        norm_by_std: bool, min_pool: int = 0) -> torch.Tensor:  # fmt: skip
+    """(bs, H + 1) float64: D_{i,d} / (s_g + eps) (module docstring) on the decisions ``made``, 0 elsewhere.
 
     Args:
-        segment_adv: (bs, L) the segment mode's advantages (A^tool on tool tokens, A^sum on the summary).
-        rewards: (bs, L) float token-level rewards.
+        G: (bs, H + 1) returns-to-go; made: (bs, H + 1) bool; gidx, num_groups: group ids in [0, G) and G.
+        min_pool: a decision with fewer other rows of its group in its pool gets 0.
+    """
+    bs, width = G.shape
+    G = G.double()
+    m = made.double()
+    cell = (gidx.unsqueeze(1) * width + torch.arange(width, device=G.device)).reshape(-1)  # (group, d) cells
+    total = torch.zeros(num_groups * width, dtype=G.dtype, device=G.device).index_add_(0, cell, (G * m).reshape(-1))
+    count = torch.zeros_like(total).index_add_(0, cell, m.reshape(-1))
+    others = (count[cell].reshape(bs, width) - m).clamp_min(0.0)  # |P_{i,d}| where made
+    b = torch.where(others > 0, (total[cell].reshape(bs, width) - G * m) / others.clamp_min(1.0), torch.zeros_like(G))
+    rows = torch.zeros(num_groups, dtype=G.dtype, device=G.device).index_add_(0, gidx, made.any(dim=1).double())
+    keep = made & (others >= min_pool) & (rows[gidx] >= 2).unsqueeze(1)
+    D = torch.where(keep, G - b, torch.zeros_like(G))
+    if not norm_by_std:
+        return D
+    sq = torch.zeros(num_groups, dtype=G.dtype, device=G.device).index_add_(0, gidx, (D * D).sum(dim=1))
+    n_dec = torch.zeros(num_groups, dtype=G.dtype, device=G.device).index_add_(0, gidx, m.sum(dim=1))
+    scale = torch.sqrt(sq / n_dec.clamp_min(1.0))  # s_g
+    return D / (scale[gidx].unsqueeze(1) + epsilon)
+
+
+def per_turn_advantages(segment_adv, rewards, tool, summary, gidx, num_groups, epsilon, norm_by_std, lambda_tool,
+                        min_pool: int = 0, record=None) -> torch.Tensor:  # fmt: skip
+    """``slca_grpo``'s advantages with per-turn execution credit (module docstring).
+
+    Args:
+        segment_adv: (bs, L) the segment mode's advantages; its summary tokens' A^sum is kept.
+        rewards: (bs, L) float token-level rewards (each turn's step reward on its tokens).
         tool, summary: (bs, L) bool segment masks.
         gidx, num_groups: group ids in [0, G) and G.
-        zscore: ``core_algos.group_zscore`` (the arithmetic of ``slca_grpo``'s A^tool).
+        min_pool: decisions with fewer other rows of the group in their pool get no credit (0: never).
         record: called with the per-turn statistics (:data:`TURN_METRICS`), if given.
 
     Returns:
-        (bs, L): in a group whose responses make at most one tool turn, ``segment_adv`` itself (there the formulas
-        are ``slca_grpo``'s); elsewhere A_{i,k} on the tokens of turn k, A^sum on the summary, and S_i added on the
-        decision token.
+        (bs, L): A_{i,k-1} on the tokens of turn k, A^sum on the summary plus A_{i,K_i} on its first token, 0 on
+        observations.
     """
     turn = turn_index(tool)  # (bs, L)
-    n_turns = turn.amax(dim=-1) if turn.numel() else torch.zeros(turn.shape[0], dtype=torch.long)  # (bs,) K_i
+    bs = turn.shape[0]
+    n_turns = turn.amax(dim=-1) if turn.numel() else torch.zeros(bs, dtype=torch.long, device=turn.device)  # K_i
     horizon = int(n_turns.max()) if n_turns.numel() else 0
-    r = turn_rewards(rewards.to(torch.float32), turn, max(horizon, 1))  # (bs, H), 0 past K_i: the padded r~
-    if horizon <= 1:  # single-step groups only: the segment mode's advantages, its A^tool the turn's advantage
-        if record is not None:
-            t = tool.to(torch.float32)
-            a_one = (segment_adv.float() * t).sum(-1, keepdim=True) / t.sum(-1, keepdim=True).clamp_min(1.0)
-            record(_turn_stats(r, a_one, n_turns, n_turns > 0, torch.zeros_like(r[:, 0])))
-        return segment_adv
-    bs = r.shape[0]
-    has_tool = n_turns > 0
-    cols = torch.arange(horizon, device=r.device)
-    z = zscore(r.reshape(-1), has_tool.repeat_interleave(horizon), (gidx.unsqueeze(1) * horizon + cols).reshape(-1),
-               num_groups * horizon, epsilon, norm_by_std).reshape(bs, horizon)  # fmt: skip
-    a_turn = lambda_tool * z  # (bs, H)
-    s = torch.where(cols.unsqueeze(0) < n_turns.unsqueeze(1), torch.zeros_like(a_turn), a_turn).sum(dim=-1)  # S_i
-    group_horizon = torch.zeros(num_groups, dtype=torch.long, device=r.device).scatter_reduce_(
-        0, gidx, n_turns, reduce="amax")  # fmt: skip
-    multi = (group_horizon[gidx] > 1).unsqueeze(1)  # (bs, 1): rows of a group with a multi-turn response
-    a_tok = a_turn.gather(1, (turn - 1).clamp_min(0)).to(segment_adv.dtype)
-    out = torch.where(multi & (turn > 0), a_tok, segment_adv)
+    replied = summary.any(dim=-1) if summary.numel() else torch.zeros(bs, dtype=torch.bool, device=turn.device)
+    r = turn_rewards(rewards.double(), turn, max(horizon, 1))[:, :horizon]  # (bs, H), 0 past K_i
+    made = decisions(n_turns, replied, horizon)  # (bs, H + 1)
+    adv = lambda_tool * decision_advantages(returns_to_go(r), made, gidx, num_groups, epsilon, norm_by_std,
+                                            min_pool)  # fmt: skip
+    a_tok = adv.gather(1, (turn - 1).clamp_min(0)).to(segment_adv.dtype)  # A_{i,k-1} on turn k's tokens
+    out = torch.where(turn > 0, a_tok, torch.where(summary, segment_adv, torch.zeros_like(segment_adv)))
+    stop = adv.gather(1, n_turns.unsqueeze(1)).to(segment_adv.dtype)  # (bs, 1): A_{i,K_i}, 0 if not replied
     first_sum = summary & (torch.cumsum(summary.long(), dim=-1) == 1)  # the decision token
-    last_turn = (turn == n_turns.unsqueeze(1)) & (turn > 0)
-    decision = torch.where((summary.any(dim=-1)).unsqueeze(1), first_sum, last_turn) & multi
-    out = torch.where(decision, out + s.unsqueeze(1).to(out.dtype), out)
+    out = torch.where(first_sum, out + stop, out)
     if record is not None:
-        record(_turn_stats(r, a_turn, n_turns, has_tool, s))
+        record(_turn_stats(r, adv, n_turns, replied, stop.squeeze(1)))
     return out
 
 
-def _turn_stats(r, a_turn, n_turns, has_tool, s) -> dict[str, float]:
-    present = has_tool
+def _turn_stats(r, adv, n_turns, replied, stop) -> dict[str, float]:
     out = {}
-    if bool(present.any()):
-        out["slca/turns/mean"] = float(n_turns[present].float().mean())
-        out["slca/stop_adv/mean"] = float(s[present].float().mean())
+    has_tool = n_turns > 0
+    if bool(has_tool.any()):
+        out["slca/turns/mean"] = float(n_turns[has_tool].double().mean())
+        out["slca/truncated/frac"] = float((has_tool & ~replied)[has_tool | replied].double().mean())
+    if bool(replied.any()):
+        out["slca/stop_adv/mean"] = float(stop[replied].double().mean())
     for k in range(min(LOGGED_TURNS, r.shape[1])):
         rows = n_turns > k
         if bool(rows.any()):
-            out[f"slca/turn{k + 1}/reward_mean"] = float(r[rows, k].float().mean())
-            out[f"slca/turn{k + 1}/adv_mean"] = float(a_turn[rows, k].float().mean())
+            out[f"slca/turn{k + 1}/reward_mean"] = float(r[rows, k].mean())
+            out[f"slca/turn{k + 1}/adv_mean"] = float(adv[rows, k].mean())
     return out

@@ -1,6 +1,9 @@
-"""slca_grpo's per-turn credit (``algorithm.slca.credit=turn``): hand-computed groups with different stopping turns,
-bit-for-bit equality with the segment mode on single-step episodes, and what a per-turn-index baseline gets wrong."""
+"""slca_grpo's per-turn credit (``algorithm.slca.credit=turn``): hand-computed groups (different stopping turns, a
+direct reply, a row cut by the turn limit), the expected update against the exact policy gradient by enumeration (and
+that the enumeration tells the earlier myopic rule apart), the relation to the segment mode on single-step episodes,
+and the trainer path (HierR's step rewards, the ``slca_turns`` layout)."""
 
+import itertools
 import math
 
 import numpy as np
@@ -35,104 +38,236 @@ def batch(rows, L=None):
     return ids, rewards, (ids != OBSERVATION).float()
 
 
-def zscores(values):
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return [(v - mean) / (std + 1e-6) for v in values]
+def decision_credit(adv, ids):
+    """Each row's credit per decision, read where the estimator puts it: turn k's first token for decision k - 1, the
+    first summary token for the decision to reply (A^sum is 0 in these tests: every summary reward is equal)."""
+    out = []
+    for a, i in zip(adv.tolist(), ids.tolist()):
+        starts = [t for t, v in enumerate(i) if v == TOOL and (t == 0 or i[t - 1] != TOOL)]
+        reply = [t for t, v in enumerate(i) if v == SUMMARY][:1]
+        out.append([a[t] for t in starts + reply])
+    return out
 
 
 def test_a_group_with_different_stopping_turns_by_hand():
-    # A: right step 1, wrong step 2; B: right step 1, then stops; C: wrong step 1, right step 2
-    rows = [row([1.0, 0.0], 0.5), row([1.0], 1.0), row([0.0, 1.0], 0.0)]
+    # A: right step 1, wrong step 2, reply; B: right step 1, reply; C: wrong step 1, right step 2, reply
+    rows = [row([1.0, 0.0], 0.0), row([1.0], 0.0), row([0.0, 1.0], 0.0)]
     ids, rewards, mask = batch(rows)
-    adv, ret = compute_slca_grpo_advantage(rewards, mask, np.array(["g"] * 3), TURN, segment_ids=ids)
-    z1 = zscores([1.0, 1.0, 0.0])  # every row that called enters step 1's statistics ...
-    z2 = zscores([0.0, 0.0, 1.0])  # ... and step 2's, B with 0: it did not take the step
-    zs = zscores([0.5, 1.0, 0.0])  # the summary keeps SLCA's preference advantage
-    # A: [t t o t t o s s], B: [t t o s s], C like A
-    want = [[z1[0]] * 2 + [0] + [z2[0]] * 2 + [0] + [zs[0]] * 2,
-            [z1[1]] * 2 + [0] + [zs[1] + z2[1], zs[1]] + [0] * 3,  # B's stopping credit on its decision token
-            [z1[2]] * 2 + [0] + [z2[2]] * 2 + [0] + [zs[2]] * 2]  # fmt: skip
-    assert torch.allclose(adv, torch.tensor(want), atol=1e-5)
+    dr = {"norm_adv_by_std_in_grpo": False, **TURN}
+    adv, ret = compute_slca_grpo_advantage(rewards, mask, np.array(["g"] * 3), dr, segment_ids=ids)
     assert torch.equal(adv, ret)
-    # the same first step gets the same credit whatever came after; not taking step 2 costs what failing it costs
-    assert adv[0, 0] == adv[1, 0] > 0
-    assert math.isclose(float(adv[1, 3] - adv[1, 4]), float(adv[0, 3]), rel_tol=1e-5) and adv[0, 3] < 0
+    # returns-to-go G_{i,d}: A (1, 0, 0), B (1, 0), C (1, 1, 0). Decision 0: every row's G is 1, so is every
+    # leave-one-out baseline: 0. Decision 1: A's G 0 against (B 0 + C 1) / 2; B's reply 0 against (A 0 + C 1) / 2;
+    # C's 1 against (0 + 0) / 2. Decision 2: A's and C's replies, 0 against 0.
+    assert decision_credit(adv, ids) == [[0.0, -0.5, 0.0], [0.0, -0.5], [0.0, 1.0, 0.0]]
+    # replying after step 1 costs exactly what failing step 2 costs: stopping escapes no comparison (RFC #7244)
+    normed, _ = compute_slca_grpo_advantage(rewards, mask, np.array(["g"] * 3), TURN, segment_ids=ids)
+    scale = math.sqrt((0.25 + 0.25 + 1.0) / 8)  # s_g: root mean square over the group's 8 decisions
+    want = [[v / (scale + 1e-6) for v in r] for r in decision_credit(adv, ids)]
+    assert all(got == pytest.approx(w, abs=1e-6) for got, w in zip(decision_credit(normed, ids), want))
 
 
-def test_a_turn_advantage_depends_on_its_own_step_only():
-    base = [row([1.0, 0.0, 1.0], 0.2), row([0.0, 1.0], 0.9), row([1.0, 1.0, 0.0], 0.4), row([0.5], 0.1)]
-    changed = [row([1.0, 1.0, 0.0], 0.2)] + base[1:]  # only A's steps 2 and 3 differ
-    out = []
-    for rows in (base, changed):
-        ids, rewards, mask = batch(rows)
-        out.append(compute_slca_grpo_advantage(rewards, mask, np.array([0] * 4), TURN, segment_ids=ids)[0])
-    assert torch.equal(out[0][:, :2], out[1][:, :2])  # step 1's credit of every row is unchanged
-    assert not torch.equal(out[0][:, 3:5], out[1][:, 3:5])
-
-
-def test_a_per_turn_index_baseline_would_not_charge_the_row_that_stopped():
-    """MT-GRPO's baseline for turn k (the rows that reached k) leaves a row that skipped step 2 uncharged and
-    charges the row that tried and failed: stopping pays. Ours charges both the same."""
-    rows = [row([1.0, 0.0], 0.5), row([1.0], 0.5), row([1.0, 1.0], 0.5)]
+def test_a_direct_reply_and_a_truncated_row_by_hand():
+    # A: direct reply; B: right step 1 (0.8), reply; C: 1.0 then 0.5, cut by the turn limit (no summary)
+    rows = [row([], 0.0), row([0.8], 0.0), row([1.0, 0.5], None)]
     ids, rewards, mask = batch(rows)
-    adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), TURN, segment_ids=ids)
-    failed_step2, skipped_step2 = float(adv[0, 3]), float(adv[1, 3])  # A's step-2 tokens, B's decision token
-    assert failed_step2 < 0 and math.isclose(failed_step2, skipped_step2, rel_tol=1e-5)
-    reached = zscores([0.0, 1.0])  # the per-turn-index baseline over A and C only
-    assert reached[0] < 0  # A charged there too, B (not in the set) not at all
+    adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([7] * 3), {"norm_adv_by_std_in_grpo": False, **TURN},
+                                         segment_ids=ids)  # fmt: skip
+    # decision 0: G = 0 (A), 0.8 (B), 1.5 (C); decision 1: B replies (0), C calls (0.5), each the other's baseline;
+    # C never chose to stop, so it has no decision 2 and no stopping credit
+    credit = decision_credit(adv, ids)
+    assert credit[0] == pytest.approx([0 - (0.8 + 1.5) / 2])  # the direct reply is charged what the callers earned
+    assert credit[1] == pytest.approx([0.8 - (0 + 1.5) / 2, 0 - 0.5])
+    assert credit[2] == pytest.approx([1.5 - (0 + 0.8) / 2, 0.5 - 0])
+    # turn_min_pool=2: a decision that fewer than 2 other rows made gets nothing (decision 1 here)
+    pool2 = {"norm_adv_by_std_in_grpo": False, "slca": {"credit": "turn", "turn_min_pool": 2}}
+    pooled, _ = compute_slca_grpo_advantage(rewards, mask, np.array([7] * 3), pool2, segment_ids=ids)
+    assert decision_credit(pooled, ids) == [credit[0], [credit[1][0], 0.0], [credit[2][0], 0.0]]
+
+
+# ------------------------------------------------------------------- the expected update, by exact enumeration
+#
+# A two-step task with dependent steps: in state (d turns made, p steps done) the policy calls the next step right
+# (RIGHT), makes a call that does not do it (WRONG), or replies (STOP); a call past the gold's two steps earns the
+# extra-call charge; the third call ends the episode (the turn limit: no reply). A tabular softmax policy, every
+# trajectory enumerated, every group of n rows enumerated: the estimator's expected update is computed exactly and
+# compared with n times the exact policy gradient of the tool-side return E[sum_k r_k].
+
+RIGHT, WRONG, STOP = 0, 1, 2
+STEPS, LIMIT = 2, 3
+STATES = [(d, p) for d in range(LIMIT) for p in range(min(d, STEPS) + 1)]
+
+
+def step(p, action):
+    """(reward, steps done after) of a call."""
+    if p >= STEPS:
+        return -0.25, p
+    return (1.0, p + 1) if action == RIGHT else (0.3, p)
+
+
+def trajectories():
+    """Every episode: (its (state, action) decisions, its step rewards, whether it replied)."""
+    out = []
+
+    def walk(d, p, decisions, rewards):
+        if d == LIMIT:
+            out.append((decisions, rewards, False))
+            return
+        out.append((decisions + [((d, p), STOP)], rewards, True))
+        for a in (RIGHT, WRONG):
+            r, q = step(p, a)
+            walk(d + 1, q, decisions + [((d, p), a)], rewards + [r])
+
+    walk(0, 0, [], [])
+    return out
+
+
+def policy(theta):
+    e = np.exp(theta - theta.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def score_vectors(traj, pi):
+    """d log pi(a | s) / d theta of each decision, flattened (|S| * 3,)."""
+    out = []
+    for s, a in traj[0]:
+        g = np.zeros_like(pi)
+        g[STATES.index(s)] = -pi[STATES.index(s)]
+        g[STATES.index(s), a] += 1.0
+        out.append(g.ravel())
+    return out
+
+
+def exact_update(credit_fn, theta, n):
+    pi = policy(theta)
+    trajs = trajectories()
+    prob = np.array([np.prod([pi[STATES.index(s), a] for s, a in t[0]]) for t in trajs])
+    assert math.isclose(prob.sum(), 1.0, rel_tol=1e-12)
+    scores = [score_vectors(t, pi) for t in trajs]
+    true = sum(p * sum(t[1]) * sum(g) for p, t, g in zip(prob, trajs, scores))  # grad E[sum_k r_k]
+    combos = list(itertools.product(range(len(trajs)), repeat=n))
+    credit = credit_fn([[trajs[c] for c in combo] for combo in combos])
+    expected = np.zeros_like(true)
+    for combo, group_credit in zip(combos, credit):
+        weight = np.prod(prob[list(combo)])
+        for c, row_credit in zip(combo, group_credit):
+            assert len(row_credit) == len(scores[c])
+            expected += weight * sum(a * g for a, g in zip(row_credit, scores[c]))
+    return expected, n * true
+
+
+def estimator_credit(norm):
+    def fn(groups):
+        rows = [row(t[1], 0.0 if t[2] else None, turn_len=1, sum_len=1) for g in groups for t in g]
+        ids, rewards, mask = batch(rows)
+        index = np.repeat(np.arange(len(groups)), len(groups[0]))
+        adv, _ = compute_slca_grpo_advantage(rewards.double(), mask, index,
+                                             {"norm_adv_by_std_in_grpo": norm, **TURN}, segment_ids=ids)  # fmt: skip
+        flat = decision_credit(adv, ids)
+        return [flat[k * len(groups[0]):(k + 1) * len(groups[0])] for k in range(len(groups))]
+
+    return fn
+
+
+def myopic_credit(groups):
+    """The rule this mode had before: a call credited with its own step's reward against the step's mean over the
+    rows that called (0 past a row's last turn), a reply with the sum of the steps it did not take (no std)."""
+    out = []
+    for g in groups:
+        callers = [t for t in g if t[1]]
+        pad = [t[1] + [0.0] * (LIMIT - len(t[1])) for t in callers]
+        mean = [sum(r[k] for r in pad) / max(len(pad), 1) for k in range(LIMIT)]
+        rows = []
+        for t in g:
+            own = t[1] + [0.0] * (LIMIT - len(t[1]))
+            z = [own[k] - mean[k] if t[1] else 0.0 for k in range(LIMIT)]
+            rows.append(z[: len(t[1])] + ([sum(z[len(t[1]):])] if t[2] else []))
+        out.append(rows)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_expected_update_is_the_policy_gradient_exactly(seed, n):
+    theta = np.random.default_rng(seed).normal(0.0, 1.0, size=(len(STATES), 3))
+    expected, true = exact_update(estimator_credit(False), theta, n)
+    assert np.linalg.norm(expected - true) <= 1e-5 * np.linalg.norm(true)
+    # with the group scale (norm_adv_by_std_in_grpo, the default) the row is in its own scale: close, not exact
+    scaled, _ = exact_update(estimator_credit(True), theta, n)
+    assert float(scaled @ true) > 0.9 * np.linalg.norm(scaled) * np.linalg.norm(true)
+
+
+def test_the_enumeration_tells_a_myopic_rule_from_the_policy_gradient():
+    """The exact test above can fail: in a setting where steps rarely succeed and a call after the gold is likely,
+    crediting a call with its own step only misses the gradient and pushes some parameters the wrong way."""
+    theta = np.zeros((len(STATES), 3))
+    for i, (_, p) in enumerate(STATES):
+        theta[i] = [np.log(0.2), np.log(0.6), np.log(0.2)] if p < STEPS else [np.log(0.9), 0.0, np.log(0.05)]
+    myopic, true = exact_update(myopic_credit, theta, 3)
+    ours, _ = exact_update(estimator_credit(False), theta, 3)
+    assert np.linalg.norm(ours - true) <= 1e-5 * np.linalg.norm(true)
+    assert np.linalg.norm(myopic - true) > 0.2 * np.linalg.norm(true)
+    signs = np.sign(myopic) != np.sign(true)
+    assert bool(signs.any())  # some parameter is pushed the wrong way
 
 
 @pytest.mark.parametrize("kernel", ["auto", "torch"])
 @pytest.mark.parametrize("explicit_ids", [True, False])
-def test_single_step_groups_get_the_segment_modes_advantages_bit_for_bit(kernel, explicit_ids):
+def test_single_step_groups_scale_the_segment_modes_advantages(kernel, explicit_ids):
+    """Where every row makes one call and replies, decision 0's leave-one-out credit is n/(n-1) times the row's
+    deviation from the group mean, the replies' credit is 0: the segment mode's tool advantages times one positive
+    number per group; the summary keeps A^sum."""
     g = torch.Generator().manual_seed(0)
     rows = []
     for _ in range(48):
-        n_tool = int(torch.randint(0, 2, (1,), generator=g)) if explicit_ids else 1
         r = torch.randn(2, generator=g).tolist()
-        rows.append(row([r[0]] * n_tool, r[1], turn_len=3, sum_len=int(torch.randint(1, 6, (1,), generator=g))))
-    # a multi-step group in the same batch must not change the single-step groups
-    rows += [row([0.3, 0.8], 0.1), row([0.9], 0.7), row([0.2, 0.4, 0.6], 0.5), row([0.1, 0.0], 0.9)]
+        rows.append(row([r[0]], r[1], turn_len=3, sum_len=int(torch.randint(1, 6, (1,), generator=g))))
     ids, rewards, mask = batch(rows)
-    index = np.array([i // 6 for i in range(48)] + [99] * 4)
+    index = np.array([i // 6 for i in range(48)])
     seg_ids = ids if explicit_ids else None
     segment, _ = compute_slca_grpo_advantage(rewards, mask, index, {"slca": {"kernel": kernel}}, segment_ids=seg_ids)
     turn, _ = compute_slca_grpo_advantage(rewards, mask, index, {"slca": {"kernel": kernel, "credit": "turn"}},
                                           segment_ids=seg_ids)  # fmt: skip
-    assert torch.equal(turn[:48], segment[:48])
-    assert not torch.equal(turn[48:], segment[48:])
+    tool, summ = ids == TOOL, ids == SUMMARY
+    assert torch.equal(turn[summ], segment[summ])
+    ratio = (turn[:, 0] / segment[:, 0]).reshape(8, 6)  # the first token of every row is a tool token
+    assert bool((ratio > 0).all()) and torch.allclose(ratio, ratio[:, :1].expand(8, 6), rtol=1e-4)
+    assert torch.equal(turn[:, :3], turn[:, :1].expand(-1, 3)) and bool(tool[:, :3].all())  # one number per turn
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.lists(st.floats(-2, 2, width=32), min_size=0, max_size=3),
-                          st.one_of(st.none(), st.floats(-2, 2, width=32))), min_size=1, max_size=6))
-def test_any_group_gives_finite_advantages_only_on_trained_tokens(spec):
+                          st.one_of(st.none(), st.floats(-2, 2, width=32))), min_size=1, max_size=6),
+       st.booleans())  # fmt: skip
+def test_any_group_gives_finite_advantages_only_on_trained_tokens(spec, norm):
     rows = [row(turns, summ) for turns, summ in spec if turns or summ is not None] or [row([], 0.0)]
     ids, rewards, mask = batch(rows)
-    adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * len(rows)), TURN, segment_ids=ids)
+    adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * len(rows)),
+                                         {"norm_adv_by_std_in_grpo": norm, **TURN}, segment_ids=ids)  # fmt: skip
     assert bool(torch.isfinite(adv).all())
     assert bool((adv[ids == OBSERVATION] == 0).all())
+    if norm:  # unit root mean square over the group's decisions (A^sum taken off the replies), or all 0
+        a_sum, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * len(rows)), {}, segment_ids=ids)
+        credit = [c for r in decision_credit(adv - a_sum * (ids == SUMMARY), ids) for c in r]
+        rms = math.sqrt(sum(c * c for c in credit) / len(credit)) if credit else 0.0
+        assert rms == pytest.approx(1.0, abs=1e-4) or rms < 1e-4
 
 
-def test_per_turn_statistics_reach_the_step_logs_and_a_typo_fails_at_start_up():
-    rows = [row([1.0, 0.0], 0.5), row([1.0], 1.0), row([0.0, 1.0], 0.0)]
+def test_per_turn_statistics_reach_the_step_logs_and_bad_settings_fail_at_start_up():
+    rows = [row([1.0, 0.0], 0.5), row([1.0], 1.0), row([0.0, 1.0], None)]
     ids, rewards, mask = batch(rows)
     with collect_segment_stats() as stats:
         compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), TURN, segment_ids=ids)
     assert math.isclose(stats["slca/turns/mean"], 5 / 3, rel_tol=1e-6)
     assert math.isclose(stats["slca/turn2/reward_mean"], 0.5, rel_tol=1e-6)  # over A and C, the rows with a second turn
     assert math.isclose(stats["slca/turn1/reward_mean"], 2 / 3, rel_tol=1e-6)
-    assert stats["slca/stop_adv/mean"] < 0  # B's stopping credit, averaged over the three rows
-    # a single-step batch logs the same keys: turn 1's reward and advantage are the segment mode's r^tool and A^tool
-    ids, rewards, mask = batch([row([1.0], 0.5), row([0.0], 0.5)])
-    with collect_segment_stats() as stats:
-        adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0, 0]), TURN, segment_ids=ids)
-    assert math.isclose(stats["slca/turn1/reward_mean"], 0.5, rel_tol=1e-6) and stats["slca/turns/mean"] == 1.0
-    assert math.isclose(stats["slca/turn1/adv_mean"], float(adv[ids == TOOL].mean()), abs_tol=1e-6)
-    assert float(adv[0][ids[0] == TOOL][0]) > 0 > float(adv[1][ids[1] == TOOL][0]) and stats["slca/stop_adv/mean"] == 0
-    with pytest.raises(ValueError, match="algorithm.slca.credit"):
-        compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), {"slca": {"credit": "turns"}}, segment_ids=ids)
+    assert math.isclose(stats["slca/truncated/frac"], 1 / 3, rel_tol=1e-6)  # C: cut on a tool turn
+    assert stats["slca/stop_adv/mean"] < 0  # A's and B's replies: B stopped where C went on and earned
+    for bad, key in [({"credit": "turns"}, "algorithm.slca.credit"), ({"credit": "turn", "turn_min_pool": -1},
+                     "turn_min_pool"), ({"credit": "turn", "turn_min_pool": 1.5}, "turn_min_pool"),
+                     ({"credit": "turn", "abstention_credit": True}, "abstention_credit")]:  # fmt: skip
+        with pytest.raises(ValueError, match=key):
+            compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), {"slca": bad}, segment_ids=ids)
 
 
 # ---------------------------------------------------------------------------------------------- the trainer path
@@ -153,13 +288,14 @@ def test_hierr_scores_each_tool_turn_against_the_gold_step_it_answers():
     turns = [call("get_weather", "Paris"), call("book", "Lyon"), call("book", "Paris"), "Booked."]
     out = score_trajectory_sync(turns, ["{}", "{}", "{}"], GT2)
     # step 1 right (1.0); step 2 right tool, wrong city: 0.10 fmt + 0.25 name + 0.15 key + 0 value + 0.30 parallel;
-    # a third call answers no gold step: reward_kwargs.extra_step_reward (default -0.25, what a wrong name costs)
-    assert json.loads(out["step_rewards"]) == [1.0, 0.8, -0.25]
+    # the third call fixes step 2: it is paid the rest of that step's score (progress, not position)
+    assert json.loads(out["step_rewards"]) == pytest.approx([1.0, 0.8, 0.2])
     flat = {**GT2, "gold_tool_calls": [c for s in GOLD2 for c in s], "gold_format": "flat"}
     broken = ["<tool_call>\nnot json\n</tool_call>", call("book", "Paris"), "Done."]
-    assert json.loads(score_trajectory_sync(broken, ["err", "{}"], flat)["step_rewards"]) == [0.0, 1.0]  # validity
+    # flat gold: a set of calls; a broken block makes no progress and is charged extra_step_reward
+    assert json.loads(score_trajectory_sync(broken, ["err", "{}"], flat)["step_rewards"]) == [-0.25, 1.0]
     none = {**GT2, "gold_tool_calls": []}
-    assert json.loads(score_trajectory_sync([call("book", "Paris"), "Hi."], ["{}"], none)["step_rewards"]) == [0.0]
+    assert json.loads(score_trajectory_sync([call("book", "Paris"), "Hi."], ["{}"], none)["step_rewards"]) == [-0.25]
 
 
 def test_the_turns_layout_puts_each_step_reward_on_its_turn():
