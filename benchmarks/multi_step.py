@@ -1,7 +1,7 @@
 """Per-turn credit on multi-step episodes: GRPO, SLCA-GRPO and slca_grpo's ``credit=turn``, on a CPU in minutes.
 
     python benchmarks/multi_step.py --quick                       # 3 seeds, sigma 1 (~5 min)
-    python benchmarks/multi_step.py --seeds 11 23 37 41 58        # the documented figure (any integers; ~8 min)
+    python benchmarks/multi_step.py --seeds 11 23 37 41 58        # the documented figure (any integers; ~20 min)
 
 Task: 8 prompts; each asks for 2 or 3 dependent steps (``search``, then ``book``, then ``pay``), each step one call
 whose argument the prompt fixes (one of 4 values; prompts and values drawn once from a fixed task seed), then a
@@ -15,8 +15,10 @@ with a judge that rates the reply word against the prompt's reference word plus 
 reward layout (``slca_verl.reward_layout``) writes the token-level rewards; the advantages come from verl's
 ``grpo`` (layout ``scalar``), this project's ``slca_grpo`` (``slca``) and ``slca_grpo`` with
 ``algorithm.slca.credit=turn`` (``slca_turns``: HierR's ``step_rewards`` per turn). ``turn_index`` is the comparator
-RFC #7244 warns about: the per-turn rewards z-scored per turn index over the rows that reached that turn (MT-GRPO's
-baseline), no charge for the steps a row did not take. The update is REINFORCE on the advantages (token mean, Adam).
+RFC #7244 warns about: the per-turn rewards z-scored per turn index over the rows that reached that turn, no charge
+for the steps a row did not take. ``gigpo`` and ``mt_grpo`` are the registered comparators of
+``slca_verl.turn_baselines`` (GiGPO: episode + step advantage, steps grouped by state; MT-GRPO: outcome + turn
+advantage), on the same ``slca_turns`` rewards. The update is REINFORCE on the advantages (token mean, Adam).
 
 Metrics (per run; median and [min, max] over seeds):
   p_gold              the policy's probability of the whole gold episode (every step right, then STOP), mean over
@@ -46,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import describe  # noqa: E402
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: E402
 
-import slca_verl  # noqa: E402,F401  (registers slca_grpo)
+import slca_verl  # noqa: E402,F401  (registers slca_grpo, gigpo, mt_grpo)
 from slca_verl.core_algos import group_index, group_zscore  # noqa: E402
 from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards.hierr import score_trajectory  # noqa: E402
@@ -64,7 +66,8 @@ TASK_SEED = 7  # fixes the prompts; part of the task, not of a run
 NAME_CHOICES = ("STOP",) + TOOLS  # the first token of a turn: STOP (reply now) or a tool name
 METHODS = {"grpo": ("grpo", "scalar", {}), "slca_grpo": ("slca_grpo", "slca", {}),
            "per_turn": ("slca_grpo", "slca_turns", {"slca": {"credit": "turn"}}),
-           "turn_index": (None, "slca_turns", {})}  # fmt: skip
+           "turn_index": (None, "slca_turns", {}),
+           "gigpo": ("gigpo", "slca_turns", {}), "mt_grpo": ("mt_grpo", "slca_turns", {})}  # fmt: skip
 
 
 def make_prompts(seed: int = TASK_SEED) -> list[dict]:
@@ -208,7 +211,7 @@ def run(method: str, seed: int, sigma: float, steps: int, group: int, lr: float,
         if estimator is None:
             adv = turn_index_advantages(rewards, mask, ids, index)
         else:
-            kwargs = {"segment_ids": ids} if estimator == "slca_grpo" else {}
+            kwargs = {"segment_ids": ids} if estimator in ("slca_grpo", "gigpo", "mt_grpo") else {}
             adv, _ = get_adv_estimator_fn(estimator)(token_level_rewards=rewards, response_mask=mask, index=index,
                                                       config=config, **kwargs)  # fmt: skip
         loss = torch.zeros(())
