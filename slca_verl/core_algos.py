@@ -164,7 +164,8 @@ def slca_settings(config: Any) -> dict:
     reward on it). ``turn_min_pool`` (default 0): a decision that fewer other rows of its group made gets no credit.
 
     Raises:
-        ValueError: an unknown key, a value of the wrong kind, or ``abstention_credit`` with ``credit=turn``.
+        ValueError: an unknown key or a value of the wrong kind (``abstention_credit`` with ``credit=turn`` is
+            accepted and has no effect: that mode credits a direct reply's decision itself).
     """
     cfg = estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
     if cfg["turn_min_pool"] < 0 or cfg["turn_min_pool"] != int(cfg["turn_min_pool"]):
@@ -172,11 +173,13 @@ def slca_settings(config: Any) -> dict:
             f"slca_grpo: algorithm.slca.turn_min_pool={cfg['turn_min_pool']!r} must be a whole number >= 0"
         )
     if cfg["credit"] == "turn" and cfg["abstention_credit"]:
-        raise ValueError(
-            "slca_grpo: algorithm.slca.abstention_credit=true with algorithm.slca.credit=turn: the per-turn mode "
-            "credits a direct reply's decision itself (decision 0 of its row, against the rows that called); the "
-            "abstention token would be read as a tool turn. Set one of them."
+        _warn_once(
+            "abstention_turn",
+            "slca_grpo: algorithm.slca.abstention_credit=true has no effect with algorithm.slca.credit=turn: the "
+            "per-turn mode credits a direct reply's decision itself (decision 0 of its row), and slca_tool_agent "
+            "does not label the abstention token then. (Shown once.)",
         )
+        cfg["abstention_credit"] = False
     return cfg
 
 

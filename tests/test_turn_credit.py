@@ -264,10 +264,14 @@ def test_per_turn_statistics_reach_the_step_logs_and_bad_settings_fail_at_start_
     assert math.isclose(stats["slca/truncated/frac"], 1 / 3, rel_tol=1e-6)  # C: cut on a tool turn
     assert stats["slca/stop_adv/mean"] < 0  # A's and B's replies: B stopped where C went on and earned
     for bad, key in [({"credit": "turns"}, "algorithm.slca.credit"), ({"credit": "turn", "turn_min_pool": -1},
-                     "turn_min_pool"), ({"credit": "turn", "turn_min_pool": 1.5}, "turn_min_pool"),
-                     ({"credit": "turn", "abstention_credit": True}, "abstention_credit")]:  # fmt: skip
+                     "turn_min_pool"), ({"credit": "turn", "turn_min_pool": 1.5}, "turn_min_pool")]:  # fmt: skip
         with pytest.raises(ValueError, match=key):
             compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), {"slca": bad}, segment_ids=ids)
+    # abstention_credit (a recipe's default) has no effect in this mode: it credits a direct reply itself
+    plain, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), TURN, segment_ids=ids)
+    both, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3),
+                                          {"slca": {"credit": "turn", "abstention_credit": True}}, segment_ids=ids)
+    assert torch.equal(plain, both)
 
 
 # ---------------------------------------------------------------------------------------------- the trainer path

@@ -200,7 +200,10 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         check_reward_config(self.config, reward_layout)
         self.reward_layout = reward_layout
         # +algorithm.slca.abstention_credit: the estimator's option, carried out here (see label_decision_token)
-        self.abstention_credit = bool(OmegaConf.select(self.config, "algorithm.slca.abstention_credit", default=False))
+        # (not with credit=turn, which credits a direct reply's decision itself: the token would read as a tool turn)
+        self.abstention_credit = credit != "turn" and bool(
+            OmegaConf.select(self.config, "algorithm.slca.abstention_credit", default=False)
+        )
         self.render_tools_in_prompt = render_tools_in_prompt
         self.sgls_tool = get_sgls_tool(to_container(sgls), sgls_config_path, tools.tools if tools else None)
 
