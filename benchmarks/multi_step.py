@@ -55,6 +55,7 @@ from slca_verl.rewards.hierr import score_trajectory  # noqa: E402
 from slca_verl.rewards.judge import Verdict  # noqa: E402
 from slca_verl.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
 from slca_verl.toolcall import hermes  # noqa: E402
+from slca_verl.turn_baselines import turn_index_zscores  # noqa: E402
 from slca_verl.turn_credit import turn_index, turn_rewards  # noqa: E402
 
 TOOLS = ("search", "book", "pay")
@@ -146,10 +147,7 @@ def turn_index_advantages(rewards, mask, ids, index, eps=1e-6) -> torch.Tensor:
     horizon = max(1, int(n_turns.max()))
     r = turn_rewards(rewards, turn, horizon)
     gidx, G = group_index(index, rewards.device)
-    cols = torch.arange(horizon)
-    reached = (cols.unsqueeze(0) < n_turns.unsqueeze(1)).reshape(-1)
-    z = group_zscore(r.reshape(-1), reached, (gidx.unsqueeze(1) * horizon + cols).reshape(-1), G * horizon, eps,
-                     True).reshape(-1, horizon)  # fmt: skip
+    z = turn_index_zscores(r, n_turns, gidx, G, eps, True)
     a_sum = group_zscore((rewards * summary).sum(-1), summary.any(-1), gidx, G, eps, True)
     a_tok = z.gather(1, (turn - 1).clamp_min(0))
     return torch.where(tool, a_tok, torch.where(summary, a_sum.unsqueeze(1), torch.zeros_like(rewards)))

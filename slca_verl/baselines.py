@@ -50,7 +50,7 @@ from slca_verl.segments import TOOL
 logger = logging.getLogger(__name__)
 
 
-def _masks(
+def estimator_masks(
     name: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tool and summary masks, bool (bs, L), from explicit ids (argument, then the ``slca_sync`` context) or runs."""
@@ -135,7 +135,7 @@ def compute_toolpo_advantage(
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
         advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
         return advantages, advantages
-    tool, _summary = _masks("toolpo", response_mask, segment_ids)  # (bs, L) bool each
+    tool, _summary = estimator_masks("toolpo", response_mask, segment_ids)  # (bs, L) bool each
 
     with torch.no_grad():
         rewards = token_level_rewards.float()  # (bs, L)
@@ -212,7 +212,7 @@ def compute_rltr_advantage(
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
         advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
         return advantages, advantages
-    tool, _summary = _masks("rltr", response_mask, segment_ids)
+    tool, _summary = estimator_masks("rltr", response_mask, segment_ids)
 
     with torch.no_grad():
         rewards = token_level_rewards.float()

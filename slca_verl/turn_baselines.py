@@ -23,13 +23,12 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from slca_verl import segments
+from slca_verl.baselines import estimator_masks
 from slca_verl.core_algos import (
     advantage_dtype,
     check_batch,
     check_finite_rows,
     estimator_settings,
-    explicit_segment_ids,
     group_index,
     group_zscore,
 )
@@ -41,18 +40,25 @@ MT_GRPO_DEFAULTS = {"turn_weight": 1.0, "epsilon": 1e-6}
 
 def _turns(name: str, token_level_rewards, response_mask, segment_ids):
     """Turn ids (bs, L), K_i (bs,), replied (bs,), the reply mask (bs, L) and the per-turn rewards (bs, H) in
-    float64, with H the batch's largest turn count."""
-    segment_ids = explicit_segment_ids(name, response_mask, segment_ids)
-    if segment_ids is None:
-        tool, summary = segments.segment_masks_from_response_mask(response_mask)
-    else:
-        tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
+    float64, with H the batch's largest turn count; a NaN or inf reward fails here, naming the estimator."""
+    check_finite_rows(name, token_level_rewards.float())
+    tool, summary = estimator_masks(name, response_mask, segment_ids)
     tool, summary = tool.bool(), summary.bool()
     turn = turn_index(tool)
     n_turns = turn.amax(dim=-1)
     horizon = int(n_turns.max())
     r = turn_rewards(token_level_rewards.double(), turn, max(horizon, 1))[:, :horizon]
     return turn, n_turns, summary.any(dim=-1), summary, r
+
+
+def turn_index_zscores(r, n_turns, gidx, num_groups, epsilon, norm_by_std) -> torch.Tensor:
+    """(bs, H): r_{i,k} z-scored over the rows of i's group that made turn k (K_j >= k); 0 past K_i, or with fewer
+    than 2 such rows. MT-GRPO's turn term; the per-turn-index construction of verl's RFC #7244."""
+    bs, horizon = r.shape
+    cols = torch.arange(horizon, device=r.device)
+    reached = cols.unsqueeze(0) < n_turns.unsqueeze(1)  # (bs, H)
+    return group_zscore(r.reshape(-1), reached.reshape(-1), (gidx.unsqueeze(1) * horizon + cols).reshape(-1),
+                        num_groups * horizon, epsilon, norm_by_std).reshape(bs, horizon)  # fmt: skip
 
 
 def _empty(token_level_rewards, response_mask):
@@ -110,7 +116,6 @@ def compute_gigpo_advantage(
     if token_level_rewards.numel() == 0:
         return _empty(token_level_rewards, response_mask)
     with torch.no_grad():
-        check_finite_rows("gigpo", token_level_rewards.float())
         turn, n_turns, replied, summary, r = _turns("gigpo", token_level_rewards, response_mask, segment_ids)
         r_sum = (token_level_rewards.double() * summary.double()).sum(dim=-1)  # (bs,)
         bs, horizon = r.shape
@@ -185,17 +190,13 @@ def compute_mt_grpo_advantage(
     if token_level_rewards.numel() == 0:
         return _empty(token_level_rewards, response_mask)
     with torch.no_grad():
-        check_finite_rows("mt_grpo", token_level_rewards.float())
         turn, n_turns, _replied, summary, r = _turns("mt_grpo", token_level_rewards, response_mask, segment_ids)
-        bs, horizon = r.shape
+        bs = r.shape[0]
         gidx, num_groups = group_index(index, r.device)
         eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
         a_out = group_zscore(token_level_rewards.double().sum(dim=-1), torch.ones(bs, dtype=torch.bool,
                              device=r.device), gidx, num_groups, eps, norm)  # fmt: skip
-        cols = torch.arange(horizon, device=r.device)
-        reached = cols.unsqueeze(0) < n_turns.unsqueeze(1)  # (bs, H)
-        a_turn = group_zscore(r.reshape(-1), reached.reshape(-1), (gidx.unsqueeze(1) * horizon + cols).reshape(-1),
-                              num_groups * horizon, eps, norm).reshape(bs, horizon)  # fmt: skip
+        a_turn = turn_index_zscores(r, n_turns, gidx, num_groups, eps, norm)
         adv = _place(turn, summary, cfg["turn_weight"] * a_turn, torch.zeros_like(a_out), a_out, token_level_rewards,
                      response_mask)  # fmt: skip
     return adv, adv
