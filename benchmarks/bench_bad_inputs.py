@@ -180,7 +180,6 @@ def _sgls_judge_fence():
     return lambda: build_messages("q", ['{"a": 1}'], reply, max_chars=4000, key="k")
 
 
-
 # ---------------------------------------------------------------------------------------------------------------
 # data_prep
 # ---------------------------------------------------------------------------------------------------------------
@@ -284,7 +283,6 @@ def _bench_nesting_wide():
 
     record = {"values": [[i] for i in range(1_000_000)]}
     return lambda: nesting_exceeds(record)
-
 
 
 def main() -> None:

@@ -40,8 +40,10 @@ def make_tool_pool(n: int, rng: random.Random) -> list[tuple[dict, list]]:
         for p in range(rng.randint(1, 5)):
             type_name, maker = rng.choice(TYPES)
             optional = p > 0 and rng.random() < 0.4
-            params[f"p{p}"] = {"type": type_name + (", optional" if optional else ""),
-                               "description": f"Parameter {p} of api {t}."}
+            params[f"p{p}"] = {
+                "type": type_name + (", optional" if optional else ""),
+                "description": f"Parameter {p} of api {t}.",
+            }
             if optional and rng.random() < 0.5:
                 params[f"p{p}"]["default"] = None
             makers.append((f"p{p}", maker, optional))
@@ -59,8 +61,14 @@ def make_rows(n_rows: int, n_tools: int, seed: int) -> list[dict]:
         for tool, makers in chosen[: rng.randint(1, min(3, len(chosen)))]:
             args = {name: maker(rng) for name, maker, optional in makers if not optional or rng.random() < 0.5}
             answers.append({"name": tool["name"], "arguments": args})
-        rows.append({"id": i, "query": f"Synthetic request {i}: please call {answers[0]['name']} for me.",
-                     "tools": json.dumps([t for t, _ in chosen]), "answers": json.dumps(answers)})
+        rows.append(
+            {
+                "id": i,
+                "query": f"Synthetic request {i}: please call {answers[0]['name']} for me.",
+                "tools": json.dumps([t for t, _ in chosen]),
+                "answers": json.dumps(answers),
+            }
+        )
     return rows
 
 
@@ -78,10 +86,21 @@ def main() -> None:
         report = run("xlam", "<synthetic>", records, xlam.convert_record, opts)
         elapsed = time.perf_counter() - start
         size_mb = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)) / 2**20
-    print(json.dumps({"rows_in": report.rows_in, "rows_written": report.rows_written,
-                      "rows_rejected": report.rows_rejected, "rejected_by_reason": dict(report.rejected),
-                      "seconds": round(elapsed, 2), "rows_per_s": round(args.rows / elapsed),
-                      "output_mb": round(size_mb, 1), "cpus": os.cpu_count()}, indent=1))
+    print(
+        json.dumps(
+            {
+                "rows_in": report.rows_in,
+                "rows_written": report.rows_written,
+                "rows_rejected": report.rows_rejected,
+                "rejected_by_reason": dict(report.rejected),
+                "seconds": round(elapsed, 2),
+                "rows_per_s": round(args.rows / elapsed),
+                "output_mb": round(size_mb, 1),
+                "cpus": os.cpu_count(),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -81,8 +81,10 @@ def main():
     print(f"slca_grpo: {'fused kernel ' + module.__name__ if module else 'torch path (the kernel could not be built)'}")
     print(f"median of {args.repeats} runs, ms")
     torch_path = {"slca": {"kernel": "torch"}}
-    header = (f"{'bs':>6} {'L':>6} {'grpo':>10} {'grpo_vec':>10} {'slca_grpo':>10} {'slca(torch)':>12} "
-              f"{'slca/vec':>9} {'slca/grpo':>10}")
+    header = (
+        f"{'bs':>6} {'L':>6} {'grpo':>10} {'grpo_vec':>10} {'slca_grpo':>10} {'slca(torch)':>12} "
+        f"{'slca/vec':>9} {'slca/grpo':>10}"
+    )
     print(header)
     print("-" * len(header))
     for L in args.L:

@@ -46,8 +46,13 @@ BODY = json.dumps(
     {
         "id": "bench",
         "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"ticker": "ACME", "price": 12.5}'},
-                     "finish_reason": "stop"}],  # fmt: skip
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": '{"ticker": "ACME", "price": 12.5}'},
+                "finish_reason": "stop",
+            }
+        ],
     }
 )
 
@@ -94,15 +99,21 @@ async def bench(args, url: str) -> dict:
         }
     )
     # warm up the connection pool (not timed)
-    await asyncio.gather(*[sim.call("get_stock_quote", {"ticker": f"W{i}"}, tool_schemas=TOOLS, scope="warm")
-                           for i in range(args.concurrency)])  # fmt: skip
+    await asyncio.gather(
+        *[
+            sim.call("get_stock_quote", {"ticker": f"W{i}"}, tool_schemas=TOOLS, scope="warm")
+            for i in range(args.concurrency)
+        ]
+    )
     walls, ok = [], 0
     for rep in range(args.repeats):  # distinct scope per repeat: every call is a cache miss
         t0 = time.perf_counter()
         results = await asyncio.gather(
-            *[sim.call("get_stock_quote", {"ticker": f"T{i}"}, tool_schemas=TOOLS, scope=f"g{rep}")
-              for i in range(args.calls)]
-        )  # fmt: skip
+            *[
+                sim.call("get_stock_quote", {"ticker": f"T{i}"}, tool_schemas=TOOLS, scope=f"g{rep}")
+                for i in range(args.calls)
+            ]
+        )
         walls.append(time.perf_counter() - t0)
         ok += sum(r.status == "ok" for r in results)
     wall = sorted(walls)[len(walls) // 2]
@@ -156,9 +167,11 @@ def main(argv=None) -> int:
         server.terminate()
         server.join(5)
     print(f"distinct calls : {res['calls']} at concurrency {res['concurrency']}, {res['delay_ms']:g} ms/request")
-    print(f"  median wall of {res['repeats']} runs {res['wall_s']:.3f} s vs ideal {res['ideal_s']:.3f} s "
-          f"-> {res['ratio_to_ideal']:.2f}x ideal (target <= {args.max_ratio}x); "
-          f"ok {res['ok']}/{res['calls'] * res['repeats']}")  # fmt: skip
+    print(
+        f"  median wall of {res['repeats']} runs {res['wall_s']:.3f} s vs ideal {res['ideal_s']:.3f} s "
+        f"-> {res['ratio_to_ideal']:.2f}x ideal (target <= {args.max_ratio}x); "
+        f"ok {res['ok']}/{res['calls'] * res['repeats']}"
+    )
     print(f"cache hits     : {res['hit_calls_per_s']:,} calls/s (target >= {args.min_hit_rate:,.0f})")
     print(json.dumps(res))
     passed = res["ratio_to_ideal"] <= args.max_ratio and res["hit_calls_per_s"] >= args.min_hit_rate

@@ -44,8 +44,17 @@ CATEGORIES = {
     "parallel": "BFCL_v4_parallel.json",
     "parallel_multiple": "BFCL_v4_parallel_multiple.json",
 }
-CORRUPTIONS = ("gold", "wrong_name", "drop_arg", "wrong_value", "extra_call", "reordered", "serialised",
-               "alt_value", "num_as_str")
+CORRUPTIONS = (
+    "gold",
+    "wrong_name",
+    "drop_arg",
+    "wrong_value",
+    "extra_call",
+    "reordered",
+    "serialised",
+    "alt_value",
+    "num_as_str",
+)
 COMPONENTS = ("name_f1", "key", "value", "parallel")
 
 
@@ -63,8 +72,9 @@ def load_cases(data_dir: Path | None = None) -> list[dict]:
         for line in (root / fname).read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
-                cases.append({"id": row["id"], "category": cat, "functions": row["function"],
-                              "possible": answers[row["id"]]})
+                cases.append(
+                    {"id": row["id"], "category": cat, "functions": row["function"], "possible": answers[row["id"]]}
+                )
     return cases
 
 
@@ -162,14 +172,23 @@ def evaluate(max_cases: int | None = None) -> dict:
             hierr = score_trajectory_sync([hermes(blocks)], [], gt, config=cfg)
             model_output = [{c["name"]: c["arguments"]} for b in blocks for c in b]
             try:
-                verdict = ast_checker(case["functions"], model_output, case["possible"], language, case["category"],
-                                      model)
+                verdict = ast_checker(
+                    case["functions"], model_output, case["possible"], language, case["category"], model
+                )
                 valid, error = bool(verdict["valid"]), verdict.get("error_type", "")
             except Exception as e:  # a checker crash is a BFCL rejection we want to see in the table
                 valid, error = False, f"checker raised {type(e).__name__}"
-            rows.append({"id": case["id"], "category": case["category"], "kind": kind, "bfcl_valid": valid,
-                         "bfcl_error": error, **{k: hierr[k] for k in COMPONENTS + ("fmt", "r_tool")},
-                         "hierr_exact": all(hierr[k] == 1.0 for k in COMPONENTS)})
+            rows.append(
+                {
+                    "id": case["id"],
+                    "category": case["category"],
+                    "kind": kind,
+                    "bfcl_valid": valid,
+                    "bfcl_error": error,
+                    **{k: hierr[k] for k in COMPONENTS + ("fmt", "r_tool")},
+                    "hierr_exact": all(hierr[k] == 1.0 for k in COMPONENTS),
+                }
+            )
     return {"rows": rows, "cases": len(cases), "seconds": time.perf_counter() - start}
 
 
@@ -177,8 +196,10 @@ def agreement_table(rows: list[dict]) -> str:
     by = defaultdict(list)
     for r in rows:
         by[r["kind"]].append(r)
-    head = f"{'variant':<12} {'n':>5} {'HierR exact':>11} {'BFCL valid':>10} {'both':>5} {'HierR only':>10} " \
-           f"{'BFCL only':>9} {'agree':>7}   mean name/key/value/parallel"
+    head = (
+        f"{'variant':<12} {'n':>5} {'HierR exact':>11} {'BFCL valid':>10} {'both':>5} {'HierR only':>10} "
+        f"{'BFCL only':>9} {'agree':>7}   mean name/key/value/parallel"
+    )
     lines = [head, "-" * len(head)]
     for kind in CORRUPTIONS:
         rs = by.get(kind, [])
@@ -189,8 +210,9 @@ def agreement_table(rows: list[dict]) -> str:
         both = sum(r["hierr_exact"] and r["bfcl_valid"] for r in rs)
         agree = sum(r["hierr_exact"] == r["bfcl_valid"] for r in rs) / len(rs)
         means = "/".join(f"{sum(r[c] for r in rs) / len(rs):.3f}" for c in COMPONENTS)
-        lines.append(f"{kind:<12} {len(rs):>5} {h:>11} {b:>10} {both:>5} {h - both:>10} {b - both:>9} "
-                     f"{agree:>7.1%}   {means}")
+        lines.append(
+            f"{kind:<12} {len(rs):>5} {h:>11} {b:>10} {both:>5} {h - both:>10} {b - both:>9} {agree:>7.1%}   {means}"
+        )
     return "\n".join(lines)
 
 
@@ -208,8 +230,10 @@ def disagreements(rows: list[dict], limit: int = 3) -> str:
 
 def main() -> None:
     result = evaluate()
-    print(f"BFCL cases: {result['cases']} (simple_python, multiple, parallel, parallel_multiple); "
-          f"{len(result['rows'])} scored variants in {result['seconds']:.1f} s\n")
+    print(
+        f"BFCL cases: {result['cases']} (simple_python, multiple, parallel, parallel_multiple); "
+        f"{len(result['rows'])} scored variants in {result['seconds']:.1f} s\n"
+    )
     print(agreement_table(result["rows"]))
     print("\nDisagreements (variant, which side, BFCL's error type):")
     print(disagreements(result["rows"]))

@@ -50,8 +50,10 @@ def variants(case: dict) -> dict[str, str]:
     """Reply texts for one question, by variant name (a variant that does not apply to it is absent)."""
     if case["category"] in bfcl.NO_CALL_CATEGORIES:
         fn = case["functions"][0]
-        return {"no_call": "I cannot help with that with these tools.",
-                "a_call": _blocks([{"name": fn["name"], "arguments": {}}])}  # fmt: skip
+        return {
+            "no_call": "I cannot help with that with these tools.",
+            "a_call": _blocks([{"name": fn["name"], "arguments": {}}]),
+        }
     calls = bfcl.gold_calls(case["possible"], case["functions"])
     out = {"gold_blocks": _blocks(calls), "no_call": "I cannot help with that."}
     if len(calls) > 1:
@@ -80,8 +82,9 @@ def bfcl_verdicts(texts: dict[str, str], cases: dict[str, dict], bfcl_python: st
         with open(root / group / f"BFCL_v4_{cat}_result.json", "w") as f:
             for case_id in ids:
                 f.write(json.dumps({"id": case_id, "result": texts[case_id]}) + "\n")
-    code = bfcl_leaderboard.main(["--skip_generate", "--categories", ",".join(sorted(by_cat)), "--bfcl_python",
-                                  bfcl_python, "--out_dir", work])  # fmt: skip
+    code = bfcl_leaderboard.main(
+        ["--skip_generate", "--categories", ",".join(sorted(by_cat)), "--bfcl_python", bfcl_python, "--out_dir", work]
+    )
     if code != 0:
         raise RuntimeError(f"bfcl evaluate failed ({code}); see {work}/bfcl_evaluate.log")
     failed = set()
@@ -116,12 +119,16 @@ def main(argv=None) -> int:
             theirs = bfcl_verdicts(texts, cases, py, work)
         cells = Counter((ours[i], theirs[i]) for i in texts)
         result["variants"][name] = {
-            "n": len(texts), "both_pass": cells[(True, True)], "both_fail": cells[(False, False)],
-            "ours_only": cells[(True, False)], "bfcl_only": cells[(False, True)],
+            "n": len(texts),
+            "both_pass": cells[(True, True)],
+            "both_fail": cells[(False, False)],
+            "ours_only": cells[(True, False)],
+            "bfcl_only": cells[(False, True)],
             "agreement": (cells[(True, True)] + cells[(False, False)]) / len(texts),
-        }  # fmt: skip
-        result["disagreements"] += [{"variant": name, "id": i, "ours": ours[i], "bfcl": theirs[i]}
-                                    for i in texts if ours[i] != theirs[i]][:10]  # fmt: skip
+        }
+        result["disagreements"] += [
+            {"variant": name, "id": i, "ours": ours[i], "bfcl": theirs[i]} for i in texts if ours[i] != theirs[i]
+        ][:10]
     total = sum(v["n"] for v in result["variants"].values())
     agree = sum(v["both_pass"] + v["both_fail"] for v in result["variants"].values())
     result["agreement"] = agree / total
@@ -129,10 +136,14 @@ def main(argv=None) -> int:
     heads = ("n", "agree", "both pass", "both fail", "ours only", "bfcl only")
     print(f"{'variant':<12} " + " ".join(f"{h:>{5 if h == 'n' else 10}}" for h in heads))
     for name, v in result["variants"].items():
-        print(f"{name:<12} {v['n']:>5} {100 * v['agreement']:>6.1f}% {v['both_pass']:>10} {v['both_fail']:>10} "
-              f"{v['ours_only']:>10} {v['bfcl_only']:>10}")  # fmt: skip
-    print(f"overall: {100 * result['agreement']:.1f}% of {total} replies ({len(cases)} questions), "
-          f"{result['wall_seconds']} s")
+        print(
+            f"{name:<12} {v['n']:>5} {100 * v['agreement']:>6.1f}% {v['both_pass']:>10} {v['both_fail']:>10} "
+            f"{v['ours_only']:>10} {v['bfcl_only']:>10}"
+        )
+    print(
+        f"overall: {100 * result['agreement']:.1f}% of {total} replies ({len(cases)} questions), "
+        f"{result['wall_seconds']} s"
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return 0

@@ -49,12 +49,17 @@ def main():
     out = {}
     for n in args.variants:
         st = [r[1] for r in rows if r[0] == n]
-        out[n] = {"steps_to_threshold": st, "median": statistics.median(st),
-                  "final_tool_acc": [r[2] for r in rows if r[0] == n],
-                  "final_summary_q": [r[3] for r in rows if r[0] == n]}
-        print(f"{n:28s} steps {statistics.median(st):6.1f} [{min(st)}, {max(st)}]  "
-              f"final acc {statistics.median(out[n]['final_tool_acc']):.2f}  "
-              f"summary q {statistics.median(out[n]['final_summary_q']):.2f}")
+        out[n] = {
+            "steps_to_threshold": st,
+            "median": statistics.median(st),
+            "final_tool_acc": [r[2] for r in rows if r[0] == n],
+            "final_summary_q": [r[3] for r in rows if r[0] == n],
+        }
+        print(
+            f"{n:28s} steps {statistics.median(st):6.1f} [{min(st)}, {max(st)}]  "
+            f"final acc {statistics.median(out[n]['final_tool_acc']):.2f}  "
+            f"summary q {statistics.median(out[n]['final_summary_q']):.2f}"
+        )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = args.out or os.path.join(root, "docs", "results", f"credit_assignment_diagnose_sigma{args.sigma:g}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -67,9 +67,19 @@ def stock_inputs(train_parquet: str, work: str) -> tuple[str, str]:
     df.to_parquet(path)
     yaml_path = os.path.join(work, "stock_tools.yaml")
     with open(yaml_path, "w") as f:
-        yaml.safe_dump({"tools": [{"class_name": "slca_verl.sgls.tool.SGLSTool",
-                                   "config": {"type": "native", "backend": "offline", "cache_scope": "run"},
-                                   "tool_schema": t} for t in tools.values()]}, f)  # fmt: skip
+        yaml.safe_dump(
+            {
+                "tools": [
+                    {
+                        "class_name": "slca_verl.sgls.tool.SGLSTool",
+                        "config": {"type": "native", "backend": "offline", "cache_scope": "run"},
+                        "tool_schema": t,
+                    }
+                    for t in tools.values()
+                ]
+            },
+            f,
+        )
     return path, yaml_path
 
 
@@ -97,8 +107,15 @@ def same_prompt_rows(train_parquet: str, work: str) -> str:
 
 
 def run(name: str, steps: int, seed: int, root: str, extra_env: dict, overrides: list[str]) -> dict:
-    env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "TOTAL_TRAINING_STEPS": str(steps),
-           "SEED": str(seed), "RUN_ROOT": root, "EXPERIMENT_NAME": name, "SAVE_FREQ": "-1", **extra_env}  # fmt: skip
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"},
+        "TOTAL_TRAINING_STEPS": str(steps),
+        "SEED": str(seed),
+        "RUN_ROOT": root,
+        "EXPERIMENT_NAME": name,
+        "SAVE_FREQ": "-1",
+        **extra_env,
+    }
     t0 = time.time()
     proc = subprocess.run(["bash", RECIPE, *overrides], cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.time() - t0
@@ -151,8 +168,9 @@ def phase_medians(metrics: dict, per_ktoken: bool = False) -> dict:
     def scale(m):
         return 1000.0 / (m["prompt_length/mean"] + m["response_length/mean"]) if per_ktoken else 1.0
 
-    return {p: statistics.median(metrics[s].get(f"timing_s/{p}", 0.0) * scale(metrics[s]) for s in steps)
-            for p in PHASES}  # fmt: skip
+    return {
+        p: statistics.median(metrics[s].get(f"timing_s/{p}", 0.0) * scale(metrics[s]) for s in steps) for p in PHASES
+    }
 
 
 def load_run(root: str, name: str) -> dict:
@@ -171,9 +189,11 @@ def plot(runs: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    panels = [("critic/score/mean", "training reward (HierR total)"),
-              ("reward_extra/name_f1/mean", "tool-name F1 (HierR)"),
-              ("reward_extra/r_sum/mean", "preference reward r_sum (offline proxy judge)")]  # fmt: skip
+    panels = [
+        ("critic/score/mean", "training reward (HierR total)"),
+        ("reward_extra/name_f1/mean", "tool-name F1 (HierR)"),
+        ("reward_extra/r_sum/mean", "preference reward r_sum (offline proxy judge)"),
+    ]
     colors = {name: f"C{i}" for i, name in enumerate(runs)}  # one color per run in every panel
     for ax, (key, title) in zip(axes, panels):
         for name, r in runs.items():
@@ -196,11 +216,17 @@ def main(argv=None) -> int:
     p.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_main_job.png"))
     p.add_argument("--reuse", action="store_true", help="report on the runs already in --work_dir, run nothing")
     p.add_argument("--ray_processes", type=int, default=0, help="with --reuse: the count the original run printed")
-    p.add_argument("--stock_format", default="hermes",
-                   help="the stock run's tool-call parser: hermes (verl's) or slca_hermes (this plugin's, registered "
-                        "in verl's ToolParser registry: malformed calls are answered instead of ending the episode)")
-    p.add_argument("--same_prompts", action="store_true",
-                   help="both paths read rows with the same tools, rendered once by the chat template (like for like)")
+    p.add_argument(
+        "--stock_format",
+        default="hermes",
+        help="the stock run's tool-call parser: hermes (verl's) or slca_hermes (this plugin's, registered "
+        "in verl's ToolParser registry: malformed calls are answered instead of ending the episode)",
+    )
+    p.add_argument(
+        "--same_prompts",
+        action="store_true",
+        help="both paths read rows with the same tools, rendered once by the chat template (like for like)",
+    )
     args = p.parse_args(argv)
     work = args.work_dir or tempfile.mkdtemp(prefix="slca_cpu_bench_")
     print(describe())
@@ -217,11 +243,19 @@ def main(argv=None) -> int:
     runs = {"slca": run("slca", args.steps, args.seed, work, slca_env, [])}
     tiny_data = slca_env.get("TRAIN_FILES") or recipe_arg("data.train_files", args.seed, work)
     train, tools_yaml = stock_inputs(tiny_data, work)
-    runs["stock"] = run("stock", args.steps, args.seed, work, {"ADV_ESTIMATOR": "grpo", "TRAIN_FILES": train},
-                        ["trainer.v1.trainer_mode=sync",
-                         "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
-                         f"actor_rollout_ref.rollout.multi_turn.format={args.stock_format}",
-                         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools_yaml}"])  # fmt: skip
+    runs["stock"] = run(
+        "stock",
+        args.steps,
+        args.seed,
+        work,
+        {"ADV_ESTIMATOR": "grpo", "TRAIN_FILES": train},
+        [
+            "trainer.v1.trainer_mode=sync",
+            "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+            f"actor_rollout_ref.rollout.multi_turn.format={args.stock_format}",
+            f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools_yaml}",
+        ],
+    )
     return report(args, runs, import_cost())
 
 
@@ -230,9 +264,12 @@ def report(args, runs: dict, cost: dict) -> int:
     per_k = {name: phase_medians(r["metrics"], per_ktoken=True) for name, r in runs.items()}
     ratio = phases["slca"]["step"] / phases["stock"]["step"]
     ratio_k = per_k["slca"]["step"] / per_k["stock"]["step"]
-    tokens = {name: statistics.median(m["prompt_length/mean"] + m["response_length/mean"]
-                                      for s, m in r["metrics"].items() if s >= 2)
-              for name, r in runs.items()}  # fmt: skip
+    tokens = {
+        name: statistics.median(
+            m["prompt_length/mean"] + m["response_length/mean"] for s, m in r["metrics"].items() if s >= 2
+        )
+        for name, r in runs.items()
+    }
 
     print(f"\nmedian over steps 2..{args.steps} of verl's timing_s/*: seconds per step | seconds per 1k tokens")
     print(f"{'phase':>16} {'slca':>8} {'stock':>8} | {'slca':>8} {'stock':>8} {'ratio':>7}")
@@ -242,27 +279,55 @@ def report(args, runs: dict, cost: dict) -> int:
     print(f"tokens per sample (prompt + response, median): slca {tokens['slca']:.0f}, stock {tokens['stock']:.0f}")
     print(f"slca / stock: {ratio:.3f}x per step, {ratio_k:.3f}x per token")
     if "grpo" in runs:  # verl's grpo through the same loop and trainer: the same work, only the estimator differs
-        print(f"slca / grpo (same loop): {phases['slca']['step'] / phases['grpo']['step']:.3f}x per step "
-              f"(grpo: gen {phases['grpo']['gen']:.2f} s, adv {phases['grpo']['adv']:.2f} s, "
-              f"step {phases['grpo']['step']:.2f} s; {tokens['grpo']:.0f} tokens per sample)")
+        print(
+            f"slca / grpo (same loop): {phases['slca']['step'] / phases['grpo']['step']:.3f}x per step "
+            f"(grpo: gen {phases['grpo']['gen']:.2f} s, adv {phases['grpo']['adv']:.2f} s, "
+            f"step {phases['grpo']['step']:.2f} s; {tokens['grpo']:.0f} tokens per sample)"
+        )
     n = runs["slca"]["ray_processes"] or args.ray_processes
-    print(f"plugin import cost: {cost['plugin_s']:.2f} s per process (import verl {cost['import_verl_s']:.2f} s vs "
-          f"{cost['import_verl_without_plugins_s']:.2f} s without plugins) x {n} Ray processes in the slca run "
-          f"= {cost['plugin_s'] * n:.0f} s of start-up CPU time, spread over the processes")  # fmt: skip
+    print(
+        f"plugin import cost: {cost['plugin_s']:.2f} s per process (import verl {cost['import_verl_s']:.2f} s vs "
+        f"{cost['import_verl_without_plugins_s']:.2f} s without plugins) x {n} Ray processes in the slca run "
+        f"= {cost['plugin_s'] * n:.0f} s of start-up CPU time, spread over the processes"
+    )
     for name, r in runs.items():
         last = r["metrics"][max(r["metrics"])]
         first = r["metrics"][min(r["metrics"])]
-        print(f"{name}: reward step 1 {first['critic/score/mean']:.3f} -> step {max(r['metrics'])} "
-              f"{last['critic/score/mean']:.3f}; wall {r['wall_s']:.0f} s")  # fmt: skip
+        print(
+            f"{name}: reward step 1 {first['critic/score/mean']:.3f} -> step {max(r['metrics'])} "
+            f"{last['critic/score/mean']:.3f}; wall {r['wall_s']:.0f} s"
+        )
 
-    result = {"machine": describe(), "steps": args.steps, "seed": args.seed, "phases_median_s": phases,
-              "phases_median_s_per_ktoken": per_k, "tokens_per_sample": tokens,
-              "slca_over_stock": ratio, "slca_over_stock_per_token": ratio_k, "import": cost, "ray_processes": n,
-              "curves": {name: {str(s): {k: m.get(k) for k in ("critic/score/mean", "reward_extra/name_f1/mean",
-                                                                 "reward_extra/r_tool/mean", "reward_extra/r_sum/mean",
-                                                                 "slca/adv_tool/std", "slca/adv_summary/std",
-                                                                 "timing_s/step")}
-                                  for s, m in r["metrics"].items()} for name, r in runs.items()}}  # fmt: skip
+    result = {
+        "machine": describe(),
+        "steps": args.steps,
+        "seed": args.seed,
+        "phases_median_s": phases,
+        "phases_median_s_per_ktoken": per_k,
+        "tokens_per_sample": tokens,
+        "slca_over_stock": ratio,
+        "slca_over_stock_per_token": ratio_k,
+        "import": cost,
+        "ray_processes": n,
+        "curves": {
+            name: {
+                str(s): {
+                    k: m.get(k)
+                    for k in (
+                        "critic/score/mean",
+                        "reward_extra/name_f1/mean",
+                        "reward_extra/r_tool/mean",
+                        "reward_extra/r_sum/mean",
+                        "slca/adv_tool/std",
+                        "slca/adv_summary/std",
+                        "timing_s/step",
+                    )
+                }
+                for s, m in r["metrics"].items()
+            }
+            for name, r in runs.items()
+        },
+    }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

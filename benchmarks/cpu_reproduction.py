@@ -87,19 +87,42 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
     name = f"{method}_sigma{sigma:g}_seed{seed}"
     env = {k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}
     env.update(METHODS[method])
-    env.update({"SEED": str(seed), "JUDGE_NOISE": f"{sigma:g}", "TOTAL_TRAINING_STEPS": str(args.steps),
-                "TEST_FREQ": str(args.test_freq), "VAL_BEFORE_TRAIN": "true", "SAVE_FREQ": str(args.steps),
-                "RUN_ROOT": out_root, "EXPERIMENT_NAME": name})
+    env.update(
+        {
+            "SEED": str(seed),
+            "JUDGE_NOISE": f"{sigma:g}",
+            "TOTAL_TRAINING_STEPS": str(args.steps),
+            "TEST_FREQ": str(args.test_freq),
+            "VAL_BEFORE_TRAIN": "true",
+            "SAVE_FREQ": str(args.steps),
+            "RUN_ROOT": out_root,
+            "EXPERIMENT_NAME": name,
+        }
+    )
     t0 = time.perf_counter()
     log_path = os.path.join(out_root, f"{name}.log")
     os.makedirs(out_root, exist_ok=True)
     with open(log_path, "w") as log:
-        proc = subprocess.run(["bash", RECIPE, *args.overrides], cwd=REPO, env=env, stdout=log,
-                              stderr=subprocess.STDOUT, timeout=args.run_timeout)
+        proc = subprocess.run(
+            ["bash", RECIPE, *args.overrides],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=args.run_timeout,
+        )
     seconds = time.perf_counter() - t0
     summary = run_summary(read_metrics(os.path.join(out_root, name, "metrics.jsonl")), args.threshold)
-    return {"method": method, "sigma": sigma, "seed": seed, "seconds": seconds, "returncode": proc.returncode,
-            "failed": proc.returncode != 0, "log": log_path, **summary}
+    return {
+        "method": method,
+        "sigma": sigma,
+        "seed": seed,
+        "seconds": seconds,
+        "returncode": proc.returncode,
+        "failed": proc.returncode != 0,
+        "log": log_path,
+        **summary,
+    }
 
 
 def spread(values: list) -> dict | None:
@@ -119,12 +142,22 @@ def summarise(runs: list[dict], steps: int) -> dict:
     for key, rs in cells.items():
         ok = [r for r in rs if not r["failed"]]
         out[key] = {
-            "runs": len(rs), "failed": len(rs) - len(ok),
+            "runs": len(rs),
+            "failed": len(rs) - len(ok),
             "reached": sum(r["steps_to_threshold"] is not None for r in ok),
-            "steps_to_threshold": spread([r["steps_to_threshold"] if r["steps_to_threshold"] is not None
-                                          else steps + 1 for r in ok]),
-            **{k: spread([r[k] for r in ok]) for k in ("start_tool_acc", "final_tool_acc", "final_abstention_acc",
-                                                        "final_reply_quality", "noise_leak")},
+            "steps_to_threshold": spread(
+                [r["steps_to_threshold"] if r["steps_to_threshold"] is not None else steps + 1 for r in ok]
+            ),
+            **{
+                k: spread([r[k] for r in ok])
+                for k in (
+                    "start_tool_acc",
+                    "final_tool_acc",
+                    "final_abstention_acc",
+                    "final_reply_quality",
+                    "noise_leak",
+                )
+            },
         }
     return out
 
@@ -137,16 +170,21 @@ def fmt(cell: dict | None, pct: bool = False) -> str:
 
 
 def table(summary: dict, steps: int, threshold: float) -> str:
-    lines = [f"| method | σ | runs reaching {100 * threshold:.0f} % | steps to threshold | tool acc % start → final "
-             "| abstention % | reply quality | noise leak r |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| method | σ | runs reaching {100 * threshold:.0f} % | steps to threshold | tool acc % start → final "
+        "| abstention % | reply quality | noise leak r |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for key in sorted(summary, key=lambda k: (float(k.split("|")[1]), list(METHODS).index(k.split("|")[0]))):
         method, sigma = key.split("|")
         c = summary[key]
         stt = fmt(c["steps_to_threshold"]).replace(str(steps + 1), f">{steps}")
-        lines.append(f"| {method} | {sigma} | {c['reached']}/{c['runs'] - c['failed']} | {stt} | "
-                     f"{fmt(c['start_tool_acc'], True)} → {fmt(c['final_tool_acc'], True)} | "
-                     f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | "
-                     f"{fmt(c['noise_leak'])} |")
+        lines.append(
+            f"| {method} | {sigma} | {c['reached']}/{c['runs'] - c['failed']} | {stt} | "
+            f"{fmt(c['start_tool_acc'], True)} → {fmt(c['final_tool_acc'], True)} | "
+            f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | "
+            f"{fmt(c['noise_leak'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -167,7 +205,9 @@ def plot(result: dict, path: str) -> None:
             med, lo, hi = [], [], []
             for s in steps:
                 vals = [r["curve"]["tool_acc"][str(s)] for r in rs if str(s) in r["curve"]["tool_acc"]]
-                med.append(statistics.median(vals)); lo.append(min(vals)); hi.append(max(vals))  # noqa: E702
+                med.append(statistics.median(vals))
+                lo.append(min(vals))
+                hi.append(max(vals))  # noqa: E702
             color = f"C{list(METHODS).index(method)}"  # one colour per method in every panel
             ax.plot(steps, med, marker="o", label=method, color=color)
             ax.fill_between(steps, lo, hi, alpha=0.15, color=color)
@@ -196,11 +236,19 @@ def previous_runs(path: str, steps: int) -> dict[tuple, dict]:
 def write_result(args, machine: dict, wall: float, runs: list[dict]) -> dict:
     """The grid's JSON; its methods, σs and seeds are those of the runs it holds (a resumed grid spans invocations),
     ``run_seconds`` their summed wall time (model builds included, in each seed's first run)."""
-    grid = {"methods": [m for m in METHODS if any(r["method"] == m for r in runs)],
-            "sigmas": sorted({r["sigma"] for r in runs}), "seeds": list(dict.fromkeys(r["seed"] for r in runs))}
-    result = {"args": {**{k: v for k, v in vars(args).items() if k not in ("plot_only", "resume")}, **grid},
-              "machine": machine, "wall_seconds": wall, "run_seconds": sum(r.get("seconds", 0.0) for r in runs),
-              "runs": runs, "summary": summarise(runs, args.steps)}
+    grid = {
+        "methods": [m for m in METHODS if any(r["method"] == m for r in runs)],
+        "sigmas": sorted({r["sigma"] for r in runs}),
+        "seeds": list(dict.fromkeys(r["seed"] for r in runs)),
+    }
+    result = {
+        "args": {**{k: v for k, v in vars(args).items() if k not in ("plot_only", "resume")}, **grid},
+        "machine": machine,
+        "wall_seconds": wall,
+        "run_seconds": sum(r.get("seconds", 0.0) for r in runs),
+        "runs": runs,
+        "summary": summarise(runs, args.steps),
+    }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
@@ -220,8 +268,11 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_reproduction.png"))
     ap.add_argument("--runs_dir", default=os.path.join(REPO, "outputs", "cpu_reproduction"))
     ap.add_argument("--plot-only", dest="plot_only", default=None, help="re-plot and re-tabulate an existing JSON")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the finished runs of --out that match (method, σ, seed, steps) and run only the rest")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished runs of --out that match (method, σ, seed, steps) and run only the rest",
+    )
     ap.add_argument("overrides", nargs="*", help="extra hydra overrides for every run")
     args = ap.parse_args(argv)
     if args.plot_only:
@@ -231,8 +282,12 @@ def main(argv=None) -> int:
         return 0
     if len(args.seeds) < 3:
         print(f"note: {len(args.seeds)} seed(s): too few for a claim about learning", file=sys.stderr)
-    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-               "python": platform.python_version()}
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
     print(f"machine: {machine}", flush=True)
     t0 = time.perf_counter()
     done = previous_runs(args.out, args.steps) if args.resume else {}
@@ -245,9 +300,12 @@ def main(argv=None) -> int:
                 if r is None:
                     r = launch(method, sigma, seed, args, args.runs_dir)
                 runs.append(r)
-                print(f"{method:>14} σ={sigma:g} seed={seed}: {'FAILED ' if r['failed'] else ''}tool acc "
-                      f"{r['start_tool_acc']} -> {r['final_tool_acc']}, threshold at {r['steps_to_threshold']}, "
-                      f"leak {r['noise_leak']}, {r['seconds']:.0f} s", flush=True)
+                print(
+                    f"{method:>14} σ={sigma:g} seed={seed}: {'FAILED ' if r['failed'] else ''}tool acc "
+                    f"{r['start_tool_acc']} -> {r['final_tool_acc']}, threshold at {r['steps_to_threshold']}, "
+                    f"leak {r['noise_leak']}, {r['seconds']:.0f} s",
+                    flush=True,
+                )
                 # after every run: a stop keeps them
                 result = write_result(args, machine, time.perf_counter() - t0, runs)
     wall = time.perf_counter() - t0

@@ -147,8 +147,18 @@ def evaluate_abstention(policy: TinyPolicy, references) -> tuple[float, float]:
     return acc, q / len(decoded)
 
 
-async def score_rollouts(tasks, responses, noise, uids, sim, sim_nocache, references, grounding,
-                         judge_direct_replies: bool = False, judge_after_unneeded_calls: bool = True):
+async def score_rollouts(
+    tasks,
+    responses,
+    noise,
+    uids,
+    sim,
+    sim_nocache,
+    references,
+    grounding,
+    judge_direct_replies: bool = False,
+    judge_after_unneeded_calls: bool = True,
+):
     """SGLS + HierR for every rollout of the batch, concurrently. Returns the HierR reward dicts.
 
     ``judge_after_unneeded_calls`` (default on here: the paper's reward, as the documented runs used it) judges a
@@ -170,15 +180,22 @@ async def score_rollouts(tasks, responses, noise, uids, sim, sim_nocache, refere
             isinstance(task, T.Task) and d.tool_name == T.TOOL_NAMES[task.intent] and d.city == T.CITIES[task.city]
         )
         judge = T.NoisyReferenceJudge(references, noise=eps, call_correct=correct, grounding=grounding)
-        return await score_trajectory([d.call_text, d.reply_text], [res.text], task.ground_truth(), judge=judge,
-                                      config=config)
+        return await score_trajectory(
+            [d.call_text, d.reply_text], [res.text], task.ground_truth(), judge=judge, config=config
+        )
 
     return await asyncio.gather(*(one(t, r, e, u) for t, r, e, u in zip(tasks, responses, noise, uids)))
 
 
-def advantages_for(method: str, rewards: list[dict], uids: np.ndarray, prompts: torch.Tensor,
-                   lambda_sum: float = 1.0, segment_ids: torch.Tensor | None = None,
-                   mask: torch.Tensor | None = None) -> torch.Tensor:
+def advantages_for(
+    method: str,
+    rewards: list[dict],
+    uids: np.ndarray,
+    prompts: torch.Tensor,
+    lambda_sum: float = 1.0,
+    segment_ids: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Token-level rewards through the method's layout, then the method's registered estimator. (bs, R).
 
     ``segment_ids`` / ``mask`` (bs, R): per-row layouts (the irrelevance extension); default the base task's row."""
@@ -201,8 +218,10 @@ def advantages_for(method: str, rewards: list[dict], uids: np.ndarray, prompts: 
         kwargs["segment_ids"] = segment_ids
     if estimator == "gdpo":
         kwargs["non_tensor_batch"] = {k: np.array([r[k] for r in rewards], dtype=np.float32) for k in GDPO_KEYS}
-        kwargs["batch"] = {"prompts": prompts,
-                           "attention_mask": torch.ones(bs, T.PROMPT_LEN + T.RESPONSE_LEN, dtype=torch.long)}
+        kwargs["batch"] = {
+            "prompts": prompts,
+            "attention_mask": torch.ones(bs, T.PROMPT_LEN + T.RESPONSE_LEN, dtype=torch.long),
+        }
     adv, _ = get_adv_estimator_fn(estimator)(**kwargs)
     return adv
 
@@ -245,9 +264,18 @@ def run(cfg: RunConfig) -> dict:
         responses, _ = policy.sample(prompts, generator=gen)  # (bs, R)
         noise = rng.normal(0.0, cfg.sigma, size=len(tasks)) if cfg.sigma > 0 else np.zeros(len(tasks))
         rewards = loop.run_until_complete(
-            score_rollouts(tasks, responses.tolist(), noise.tolist(), uids.tolist(), sim, sim_nocache, references,
-                           cfg.grounding, judge_direct_replies=judge_direct,
-                           judge_after_unneeded_calls=cfg.judge_after_unneeded_calls)
+            score_rollouts(
+                tasks,
+                responses.tolist(),
+                noise.tolist(),
+                uids.tolist(),
+                sim,
+                sim_nocache,
+                references,
+                cfg.grounding,
+                judge_direct_replies=judge_direct,
+                judge_after_unneeded_calls=cfg.judge_after_unneeded_calls,
+            )
         )
         n_traj += len(tasks)
         layouts = [T.response_layout(r, abstention_credit=credit) for r in responses.tolist()]
@@ -264,8 +292,14 @@ def run(cfg: RunConfig) -> dict:
             old_logp = policy.log_probs(prompts, responses)  # (bs, R)
         for _ in range(cfg.ppo_epochs):
             logp = policy.log_probs(prompts, responses)
-            loss, _ = loss_fn(old_log_prob=old_logp, log_prob=logp, advantages=adv, response_mask=mask,
-                              loss_agg_mode="token-mean", config=actor_cfg)  # fmt: skip
+            loss, _ = loss_fn(
+                old_log_prob=old_logp,
+                log_prob=logp,
+                advantages=adv,
+                response_mask=mask,
+                loss_agg_mode="token-mean",
+                config=actor_cfg,
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -404,8 +438,11 @@ def table(summary: dict, steps: int) -> str:
             st = by_method.get(method)
             if st is None:
                 continue
-            ratio = "1.00" if method == "grpo" else (
-                f"{st['steps_to_threshold']['median'] / g['steps_to_threshold']['median']:.2f}" if g else "—")
+            ratio = (
+                "1.00"
+                if method == "grpo"
+                else (f"{st['steps_to_threshold']['median'] / g['steps_to_threshold']['median']:.2f}" if g else "—")
+            )
             lines.append(
                 f"| {sigma} | {method} | {fmt_stat(st['steps_to_threshold'], 0)} | {st['reached']}/{st['seeds']} | "
                 f"{ratio} | {fmt_stat(st['final_tool_acc'], pct=True)} | {fmt_stat(st['final_summary_q'])} | "
@@ -424,8 +461,12 @@ def plot(result: dict, path: str) -> None:
     runs, summary = result["runs"], result["summary"]
     sigmas = list(summary)
     methods = [m for m in METHODS if any(m in summary[s] for s in sigmas)]
-    colors = dict(zip(METHODS, ("tab:gray", "tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange",
-                                "tab:cyan", "tab:brown")))
+    colors = dict(
+        zip(
+            METHODS,
+            ("tab:gray", "tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:cyan", "tab:brown"),
+        )
+    )
     rows = [("tool_acc", "greedy tool accuracy"), ("summary_q", "greedy reply quality q")]
     if "abstain_acc" in runs[0]["curve"]:
         rows.insert(1, ("abstain_acc", "greedy abstention accuracy"))
@@ -434,8 +475,9 @@ def plot(result: dict, path: str) -> None:
         for row, (key, label) in enumerate(rows):
             ax = axes[row][j]
             for m in methods:
-                curves = np.array([r["curve"][key] for r in runs
-                                   if r["config"]["method"] == m and str(r["config"]["sigma"]) == sigma])
+                curves = np.array(
+                    [r["curve"][key] for r in runs if r["config"]["method"] == m and str(r["config"]["sigma"]) == sigma]
+                )
                 if not len(curves):
                     continue
                 x = np.arange(curves.shape[1])
@@ -449,8 +491,10 @@ def plot(result: dict, path: str) -> None:
             ax.set_ylim(-0.02, 1.02)
     axes[0][0].legend(fontsize=8, loc="lower right")
     n = max(s["seeds"] for by in summary.values() for k, s in by.items() if isinstance(s, dict))
-    fig.suptitle(f"Tiny shared-parameter policy, median and min–max over {n} seeds "
-                 "(benchmarks/credit_assignment.py)", fontsize=10)
+    fig.suptitle(
+        f"Tiny shared-parameter policy, median and min–max over {n} seeds (benchmarks/credit_assignment.py)",
+        fontsize=10,
+    )
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -466,13 +510,20 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=None, help="updates per run (default 150; 80 with --quick)")
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--grounding", type=float, default=0.0)
-    ap.add_argument("--irrelevance", type=float, default=0.4,
-                    help="share of each step's prompts that are chat prompts whose right answer is a direct reply "
-                         "(default 0.4; 0 = the base task of the README's first table)")
+    ap.add_argument(
+        "--irrelevance",
+        type=float,
+        default=0.4,
+        help="share of each step's prompts that are chat prompts whose right answer is a direct reply "
+        "(default 0.4; 0 = the base task of the README's first table)",
+    )
     ap.add_argument("--lr", type=float, default=RunConfig.lr)
-    ap.add_argument("--hierr_default", action="store_true",
-                    help="score chat prompts with HierR's default, which does not judge a reply written after a call "
-                         "the gold did not need (default: the paper's reward, which does; docs/rewards.md)")
+    ap.add_argument(
+        "--hierr_default",
+        action="store_true",
+        help="score chat prompts with HierR's default, which does not judge a reply written after a call "
+        "the gold did not need (default: the paper's reward, which does; docs/rewards.md)",
+    )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=None, help="JSON path (default docs/results/credit_assignment[_quick].json)")
     ap.add_argument("--plot", default=None, help="PNG path (default docs/img/credit_assignment[_quick].png)")
@@ -492,15 +543,29 @@ def main(argv=None) -> dict:
             print(abstention_table(result["summary"]))
         return result
 
-    default_methods = ["grpo", "slca_grpo"] if args.quick else (
-        ABSTENTION_METHODS if args.irrelevance > 0 else BASE_METHODS)
+    default_methods = (
+        ["grpo", "slca_grpo"] if args.quick else (ABSTENTION_METHODS if args.irrelevance > 0 else BASE_METHODS)
+    )
     methods = args.methods or [m for m in default_methods if HAVE_BASELINES or m not in ("toolpo", "rltr")]
     sigmas = args.sigmas or ([1.0] if args.quick else [0.0, 0.5, 1.0])
     seeds = args.seeds or (3 if args.quick else 5)
     steps = args.steps or (80 if args.quick else 150)
-    configs = [RunConfig(method=m, sigma=s, seed=k, steps=steps, threshold=args.threshold, grounding=args.grounding,
-                         lr=args.lr, irrelevance=args.irrelevance, judge_after_unneeded_calls=not args.hierr_default)
-               for s in sigmas for k in range(seeds) for m in methods]  # fmt: skip
+    configs = [
+        RunConfig(
+            method=m,
+            sigma=s,
+            seed=k,
+            steps=steps,
+            threshold=args.threshold,
+            grounding=args.grounding,
+            lr=args.lr,
+            irrelevance=args.irrelevance,
+            judge_after_unneeded_calls=not args.hierr_default,
+        )
+        for s in sigmas
+        for k in range(seeds)
+        for m in methods
+    ]
     t0 = time.perf_counter()
     if args.workers > 1:
         with mp.get_context("fork").Pool(args.workers) as pool:
@@ -508,17 +573,29 @@ def main(argv=None) -> dict:
             for r in pool.imap(run, configs, chunksize=1):
                 runs.append(r)
                 c = r["config"]
-                print(f"[{len(runs)}/{len(configs)}] {c['method']} sigma={c['sigma']} seed={c['seed']}: "
-                      f"steps {r['steps_to_threshold']}, acc {r['final_tool_acc']:.2f}, {r['seconds']:.0f} s",
-                      flush=True)
+                print(
+                    f"[{len(runs)}/{len(configs)}] {c['method']} sigma={c['sigma']} seed={c['seed']}: "
+                    f"steps {r['steps_to_threshold']}, acc {r['final_tool_acc']:.2f}, {r['seconds']:.0f} s",
+                    flush=True,
+                )
     else:
         runs = [run(c) for c in configs]
     wall = time.perf_counter() - t0
     summary = summarise(runs)
     result = {
-        "args": {"methods": methods, "sigmas": sigmas, "seeds": seeds, "steps": steps, "threshold": args.threshold,
-                 "grounding": args.grounding, "lr": args.lr, "workers": args.workers, "irrelevance": args.irrelevance,
-                 "hierr_default": args.hierr_default, "defaults": asdict(RunConfig())},
+        "args": {
+            "methods": methods,
+            "sigmas": sigmas,
+            "seeds": seeds,
+            "steps": steps,
+            "threshold": args.threshold,
+            "grounding": args.grounding,
+            "lr": args.lr,
+            "workers": args.workers,
+            "irrelevance": args.irrelevance,
+            "hierr_default": args.hierr_default,
+            "defaults": asdict(RunConfig()),
+        },
         "summary": summary,
         "wall_seconds": wall,
         "runs": runs,
@@ -534,8 +611,10 @@ def main(argv=None) -> dict:
         if "slca_over_grpo_steps" in by:
             print(f"sigma={sigma}: SLCA-GRPO / GRPO steps to threshold = {by['slca_over_grpo_steps']:.2f}")
     any_run = next(iter(next(iter(summary.values())).values()))
-    print(f"SGLS backend calls per trajectory: {any_run['sim_calls_per_traj_uncached']:.3f} without the group cache, "
-          f"{any_run['sim_calls_per_traj_cached']:.3f} with it (saving {100 * any_run['sim_cache_saving']:.0f}%)")
+    print(
+        f"SGLS backend calls per trajectory: {any_run['sim_calls_per_traj_uncached']:.3f} without the group cache, "
+        f"{any_run['sim_calls_per_traj_cached']:.3f} with it (saving {100 * any_run['sim_cache_saving']:.0f}%)"
+    )
     print(f"{len(runs)} runs in {wall:.0f} s; wrote {out} and {png}")
     return result
 

@@ -1,6 +1,6 @@
 """One line that says which machine a benchmark table was measured on: CPU model, cores, cache sizes, torch threads.
 
-    from machine import describe; print(describe())
+from machine import describe; print(describe())
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ def describe() -> str:
 
     info = _lscpu()
     model = info.get("Model name") or platform.processor() or platform.machine()
-    caches = ", ".join(f"{k.split()[0]} {info[k].split(' (')[0]}" for k in ("L1d cache", "L2 cache", "L3 cache")
-                       if k in info)  # fmt: skip
-    return (f"machine: {model}, {os.cpu_count()} logical CPUs, {caches or 'cache sizes unknown'}; "
-            f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads")  # fmt: skip
+    caches = ", ".join(
+        f"{k.split()[0]} {info[k].split(' (')[0]}" for k in ("L1d cache", "L2 cache", "L3 cache") if k in info
+    )
+    return (
+        f"machine: {model}, {os.cpu_count()} logical CPUs, {caches or 'cache sizes unknown'}; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads"
+    )

@@ -65,10 +65,14 @@ MAX_TURNS = 4
 N_PROMPTS = 8
 TASK_SEED = 7  # fixes the prompts; part of the task, not of a run
 NAME_CHOICES = ("STOP",) + TOOLS  # the first token of a turn: STOP (reply now) or a tool name
-METHODS = {"grpo": ("grpo", "scalar", {}), "slca_grpo": ("slca_grpo", "slca", {}),
-           "per_turn": ("slca_grpo", "slca_turns", {"slca": {"credit": "turn"}}),
-           "turn_index": (None, "slca_turns", {}),
-           "gigpo": ("gigpo", "slca_turns", {}), "mt_grpo": ("mt_grpo", "slca_turns", {})}  # fmt: skip
+METHODS = {
+    "grpo": ("grpo", "scalar", {}),
+    "slca_grpo": ("slca_grpo", "slca", {}),
+    "per_turn": ("slca_grpo", "slca_turns", {"slca": {"credit": "turn"}}),
+    "turn_index": (None, "slca_turns", {}),
+    "gigpo": ("gigpo", "slca_turns", {}),
+    "mt_grpo": ("mt_grpo", "slca_turns", {}),
+}
 
 
 def make_prompts(seed: int = TASK_SEED) -> list[dict]:
@@ -79,9 +83,20 @@ def make_prompts(seed: int = TASK_SEED) -> list[dict]:
         args = [rng.choice(VALUES) for _ in range(n_steps)]
         gold = [[{"name": TOOLS[k], "arguments": {"v": args[k]}}] for k in range(n_steps)]
         question = f"prompt {p}: " + ", then ".join(f"{TOOLS[k]} {args[k]}" for k in range(n_steps))
-        prompts.append({"steps": n_steps, "args": args, "word": rng.randrange(len(WORDS)), "question": question,
-                        "gt": {"allowed_tools": list(TOOLS), "gold_tool_calls": gold, "question_content": question,
-                               "gold_format": "nested"}})  # fmt: skip
+        prompts.append(
+            {
+                "steps": n_steps,
+                "args": args,
+                "word": rng.randrange(len(WORDS)),
+                "question": question,
+                "gt": {
+                    "allowed_tools": list(TOOLS),
+                    "gold_tool_calls": gold,
+                    "question_content": question,
+                    "gold_format": "nested",
+                },
+            }
+        )
     return prompts
 
 
@@ -104,8 +119,11 @@ class Policy(torch.nn.Module):
         self.word = torch.nn.Parameter(torch.zeros(N_PROMPTS, len(WORDS)))
 
     def dists(self, p: int):
-        return (torch.log_softmax(self.name[:, p], -1), torch.log_softmax(self.arg[:, p], -1),
-                torch.log_softmax(self.word[p], -1))  # fmt: skip
+        return (
+            torch.log_softmax(self.name[:, p], -1),
+            torch.log_softmax(self.arg[:, p], -1),
+            torch.log_softmax(self.word[p], -1),
+        )
 
 
 def sample_episode(policy: Policy, p: int, rng: torch.Generator) -> dict:
@@ -134,8 +152,9 @@ def log_probs(policy: Policy, p: int, tokens: list) -> torch.Tensor:
     ln, la, lw = policy.dists(p)
     out = []
     for kind, k, c in tokens:
-        out.append(ln[k, c] if kind == "name" else la[k, c] if kind == "arg" else lw[c] if kind == "word"
-                   else torch.zeros(()))  # fmt: skip
+        out.append(
+            ln[k, c] if kind == "name" else la[k, c] if kind == "arg" else lw[c] if kind == "word" else torch.zeros(())
+        )
     return torch.stack(out)
 
 
@@ -173,8 +192,17 @@ def evaluate(policy: Policy, prompts: list[dict], rng: torch.Generator) -> dict:
     return out
 
 
-def run(method: str, seed: int, sigma: float, steps: int, group: int, lr: float, eval_every: int,
-        threshold: float, prompts: list[dict]) -> dict:  # fmt: skip
+def run(
+    method: str,
+    seed: int,
+    sigma: float,
+    steps: int,
+    group: int,
+    lr: float,
+    eval_every: int,
+    threshold: float,
+    prompts: list[dict],
+) -> dict:
     torch.manual_seed(seed)
     rng = torch.Generator().manual_seed(seed)
     noise_rng = random.Random(seed)
@@ -191,10 +219,17 @@ def run(method: str, seed: int, sigma: float, steps: int, group: int, lr: float,
                 uids.append(p)
 
         async def score_all():
-            return await asyncio.gather(*[
-                score_trajectory(ep["texts"], ["{}"] * ep["calls"], prompts[p]["gt"],
-                                 judge=WordJudge(WORDS[prompts[p]["word"]], noise_rng.gauss(0.0, sigma)))
-                for p, ep in episodes])  # fmt: skip
+            return await asyncio.gather(
+                *[
+                    score_trajectory(
+                        ep["texts"],
+                        ["{}"] * ep["calls"],
+                        prompts[p]["gt"],
+                        judge=WordJudge(WORDS[prompts[p]["word"]], noise_rng.gauss(0.0, sigma)),
+                    )
+                    for p, ep in episodes
+                ]
+            )
 
         rewards_dicts = asyncio.run(score_all())
         L = max(len(ep["ids"]) for _, ep in episodes)
@@ -210,8 +245,9 @@ def run(method: str, seed: int, sigma: float, steps: int, group: int, lr: float,
             adv = turn_index_advantages(rewards, mask, ids, index)
         else:
             kwargs = {"segment_ids": ids} if estimator in ("slca_grpo", "gigpo", "mt_grpo") else {}
-            adv, _ = get_adv_estimator_fn(estimator)(token_level_rewards=rewards, response_mask=mask, index=index,
-                                                      config=config, **kwargs)  # fmt: skip
+            adv, _ = get_adv_estimator_fn(estimator)(
+                token_level_rewards=rewards, response_mask=mask, index=index, config=config, **kwargs
+            )
         loss = torch.zeros(())
         for i, (p, ep) in enumerate(episodes):
             lp = log_probs(policy, p, ep["tokens"])
@@ -226,8 +262,15 @@ def run(method: str, seed: int, sigma: float, steps: int, group: int, lr: float,
             if reached is None and ev["p_gold"] >= threshold:
                 reached = step
     final = curve[-1]
-    return {"method": method, "seed": seed, "sigma": sigma, "steps_to_threshold": reached or steps + 1,
-            "reached": reached is not None, **{k: v for k, v in final.items() if k != "step"}, "curve": curve}
+    return {
+        "method": method,
+        "seed": seed,
+        "sigma": sigma,
+        "steps_to_threshold": reached or steps + 1,
+        "reached": reached is not None,
+        **{k: v for k, v in final.items() if k != "step"},
+        "curve": curve,
+    }
 
 
 def stat(values: list[float]) -> dict:
@@ -257,31 +300,40 @@ def main(argv=None) -> dict:
                 t0 = time.perf_counter()
                 r = run(method, seed, sigma, args.steps, args.group, args.lr, args.eval_every, args.threshold, prompts)
                 runs.append(r)
-                print(f"sigma={sigma} {method:10s} seed={seed:<6d} steps_to_threshold={r['steps_to_threshold']:4d} "
-                      f"p_gold={r['p_gold']:.2f} drift={r['turn_drift']:+.2f} ({time.perf_counter() - t0:.0f} s)",
-                      flush=True)  # fmt: skip
+                print(
+                    f"sigma={sigma} {method:10s} seed={seed:<6d} steps_to_threshold={r['steps_to_threshold']:4d} "
+                    f"p_gold={r['p_gold']:.2f} drift={r['turn_drift']:+.2f} ({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
     summary = {}
     for sigma in args.sigma:
         for method in args.methods:
             rs = [r for r in runs if r["method"] == method and r["sigma"] == sigma]
-            summary[f"{method}@{sigma}"] = {k: stat([r[k] for r in rs]) for k in
-                                            ("steps_to_threshold", "p_gold", "step_acc_1", "step_acc_2",
-                                             "step_acc_3", "turn_drift")}  # fmt: skip
+            summary[f"{method}@{sigma}"] = {
+                k: stat([r[k] for r in rs])
+                for k in ("steps_to_threshold", "p_gold", "step_acc_1", "step_acc_2", "step_acc_3", "turn_drift")
+            }
             summary[f"{method}@{sigma}"]["reached"] = sum(r["reached"] for r in rs)
-    print("\nmethod@sigma     steps to p_gold>=%.2f   final p_gold        step acc 1/2/3 (median)   turn drift" %
-          args.threshold)  # fmt: skip
+    print(
+        "\nmethod@sigma     steps to p_gold>=%.2f   final p_gold        step acc 1/2/3 (median)   turn drift"
+        % args.threshold
+    )
     for key, s in summary.items():
         st = s["steps_to_threshold"]
-        print(f"{key:16s} {st['median']:5.0f} [{st['min']:.0f}, {st['max']:.0f}] ({s['reached']}/{st['n']})   "
-              f"{s['p_gold']['median']:.2f} [{s['p_gold']['min']:.2f}, {s['p_gold']['max']:.2f}]   "
-              f"{s['step_acc_1']['median']:.2f}/{s['step_acc_2']['median']:.2f}/{s['step_acc_3']['median']:.2f}"
-              f"                 {s['turn_drift']['median']:+.2f} [{s['turn_drift']['min']:+.2f}, "
-              f"{s['turn_drift']['max']:+.2f}]")  # fmt: skip
+        print(
+            f"{key:16s} {st['median']:5.0f} [{st['min']:.0f}, {st['max']:.0f}] ({s['reached']}/{st['n']})   "
+            f"{s['p_gold']['median']:.2f} [{s['p_gold']['min']:.2f}, {s['p_gold']['max']:.2f}]   "
+            f"{s['step_acc_1']['median']:.2f}/{s['step_acc_2']['median']:.2f}/{s['step_acc_3']['median']:.2f}"
+            f"                 {s['turn_drift']['median']:+.2f} [{s['turn_drift']['min']:+.2f}, "
+            f"{s['turn_drift']['max']:+.2f}]"
+        )
     for sigma in args.sigma:
         a, b = summary.get(f"per_turn@{sigma}"), summary.get(f"slca_grpo@{sigma}")
         if a and b:
-            print(f"sigma={sigma}: per-turn / SLCA-GRPO steps to threshold (medians): "
-                  f"{a['steps_to_threshold']['median'] / b['steps_to_threshold']['median']:.2f}")
+            print(
+                f"sigma={sigma}: per-turn / SLCA-GRPO steps to threshold (medians): "
+                f"{a['steps_to_threshold']['median'] / b['steps_to_threshold']['median']:.2f}"
+            )
     result = {"args": vars(args), "seeds": seeds, "summary": summary, "runs": runs}
     if args.out:
         with open(args.out, "w") as f:

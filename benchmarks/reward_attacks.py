@@ -30,10 +30,18 @@ FORMATS = [name for name in SPECS if name != "slca_hermes"]  # slca_hermes is he
 ENTRIES = ["loop", "decoded+count", "decoded"]
 # the schema is what kimi's parser needs to read a call's name (qwen3_coder reads parameter types from it)
 TOOLS = [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
-GT = {"allowed_tools": ["get_weather"], "gold_tool_calls": [[{"name": "get_weather", "arguments": {"city": "Paris"}}]],
-      "question_content": "Weather in Paris?", "tool_schemas": TOOLS}  # fmt: skip
-GT_NONE = {"allowed_tools": ["get_weather"], "gold_tool_calls": [], "question_content": "Tell me about octopuses.",
-           "tool_schemas": TOOLS}  # fmt: skip
+GT = {
+    "allowed_tools": ["get_weather"],
+    "gold_tool_calls": [[{"name": "get_weather", "arguments": {"city": "Paris"}}]],
+    "question_content": "Weather in Paris?",
+    "tool_schemas": TOOLS,
+}
+GT_NONE = {
+    "allowed_tools": ["get_weather"],
+    "gold_tool_calls": [],
+    "question_content": "Tell me about octopuses.",
+    "tool_schemas": TOOLS,
+}
 # the environment's answer supports little of the reply; the response the policy types supports all of it, so a
 # judge that checks the reply against the tool output (the offline proxy) rates the reply higher after it
 REAL = '{"city": "Paris"}'
@@ -96,16 +104,25 @@ def attacks(fmt: str) -> list[tuple[str, Episode, Episode]]:
     return [
         ("typed response after the call", honest, Episode([c + typed() + REPLY, REPLY], [[REAL]], GT)),
         # the same wrong call made openly is scored; hidden in a typed response it ran all the same
-        ("wrong call hidden in a typed response", Episode([c, wrong, REPLY], [[REAL], ['{"city": "Lyon"}']], GT),
-         Episode([c, typed(wrong), REPLY], [[REAL], ['{"city": "Lyon"}']], GT)),
+        (
+            "wrong call hidden in a typed response",
+            Episode([c, wrong, REPLY], [[REAL], ['{"city": "Lyon"}']], GT),
+            Episode([c, typed(wrong), REPLY], [[REAL], ['{"city": "Lyon"}']], GT),
+        ),
         ("invented response, no-call row", Episode([OCTO], [], GT_NONE), Episode([typed() + OCTO], [], GT_NONE)),
         ("bare marker before the reply", Episode([REPLY], [], GT), Episode([marker + "\n" + REPLY], [], GT)),
-        ("bare marker after a direct reply, no-call row", Episode([OCTO], [], GT_NONE),
-         Episode([OCTO + "\n" + marker], [], GT_NONE)),
+        (
+            "bare marker after a direct reply, no-call row",
+            Episode([OCTO], [], GT_NONE),
+            Episode([OCTO + "\n" + marker], [], GT_NONE),
+        ),
         # the turn limit stopped the episode on its call turn: the call never ran, nothing answered it
-        ("typed response and reply in the last turn, cut by the turn limit", Episode([c], [], GT),
-         Episode([c + typed() + REPLY], [], GT)),
-    ]  # fmt: skip
+        (
+            "typed response and reply in the last turn, cut by the turn limit",
+            Episode([c], [], GT),
+            Episode([c + typed() + REPLY], [], GT),
+        ),
+    ]
 
 
 async def score(entry: str, fmt: str, ep: Episode, judge) -> float:
@@ -129,15 +146,18 @@ async def battery(formats=FORMATS) -> list[dict]:
     for fmt in formats:
         for name, honest, attacked in attacks(fmt):
             for entry in ENTRIES:
-                rows.append({"format": fmt, "attack": name, "entry": entry,
-                             "gain": await gain(entry, fmt, honest, attacked)})  # fmt: skip
+                rows.append(
+                    {"format": fmt, "attack": name, "entry": entry, "gain": await gain(entry, fmt, honest, attacked)}
+                )
     return rows
 
 
 def table(rows: list[dict]) -> str:
     """Per format and entry point: attacks tried / attacks that gained."""
-    lines = ["| format | " + " | ".join(f"{e}: gained / tried" for e in ENTRIES) + " |",
-             "|---|" + "---|" * len(ENTRIES)]  # fmt: skip
+    lines = [
+        "| format | " + " | ".join(f"{e}: gained / tried" for e in ENTRIES) + " |",
+        "|---|" + "---|" * len(ENTRIES),
+    ]
     for fmt in dict.fromkeys(r["format"] for r in rows):
         cells = []
         for entry in ENTRIES:

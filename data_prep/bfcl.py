@@ -31,8 +31,18 @@ from slca_verl.toolcall.limits import non_finite_path
 
 SOURCE = "bfcl"
 AST_CATEGORIES = (
-    "simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
-    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "irrelevance", "live_irrelevance",
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "irrelevance",
+    "live_irrelevance",
 )
 NO_ANSWER_CATEGORIES = ("irrelevance", "live_irrelevance")
 NOT_CONVERTED = {
@@ -80,8 +90,11 @@ def load(args: argparse.Namespace) -> tuple[list[Any], dict]:
                 unusable_answers[category] = sum(_entry_id(a) is None for a in lines)
         records.extend(e if isinstance(e, Unreadable) else (category, e, answers.get(_entry_id(e))) for e in entries)
         per_category[category] = len(entries)
-    notes = {"bfcl_data_dir": data_dir, "entries_by_category": per_category,
-             "categories_not_converted": {c: why for c, why in NOT_CONVERTED.items() if c not in args.categories}}
+    notes = {
+        "bfcl_data_dir": data_dir,
+        "entries_by_category": per_category,
+        "categories_not_converted": {c: why for c, why in NOT_CONVERTED.items() if c not in args.categories},
+    }
     if unusable_answers:
         notes["answer_lines_without_id"] = unusable_answers
     return records, notes
@@ -124,7 +137,7 @@ def _gold_step(answer: dict, stringify: bool, tools: list[dict]) -> list[dict]:
     params_of = {t["function"]["name"]: t["function"]["parameters"].get("properties", {}) for t in tools}
     step = []
     for call in answer["ground_truth"]:
-        (name, params), = call.items()
+        ((name, params),) = call.items()
         args = {}
         for key, choices in params.items():
             if not isinstance(choices, list) or not choices:
@@ -158,26 +171,42 @@ def convert_record(record: tuple[str, dict, dict | None], index: int) -> Iterabl
         gold, possible = [_gold_step(answer, stringify, tools)], answer["ground_truth"]
         if non_finite_path(possible) is not None:
             return [Rejection("non_finite_number", f"{entry['id']}: the possible answer holds NaN or infinity", index)]
-    return [Candidate(
-        data_source=f"bfcl_{category}",
-        messages=messages,
-        tools=tools,
-        gold=gold,
-        question=users[-1] if users else "",
-        record_index=index,
-        subset=category,
-        extra_ground_truth={"bfcl_id": entry["id"], "possible_answer": json.dumps(possible)},
-    )]
+    return [
+        Candidate(
+            data_source=f"bfcl_{category}",
+            messages=messages,
+            tools=tools,
+            gold=gold,
+            question=users[-1] if users else "",
+            record_index=index,
+            subset=category,
+            extra_ground_truth={"bfcl_id": entry["id"], "possible_answer": json.dumps(possible)},
+        )
+    ]
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--categories", nargs="+", default=list(AST_CATEGORIES), choices=list(AST_CATEGORIES),
-                        help="BFCL categories to convert (default: every call-list category)")
+    parser.add_argument(
+        "--categories",
+        nargs="+",
+        default=list(AST_CATEGORIES),
+        choices=list(AST_CATEGORIES),
+        help="BFCL categories to convert (default: every call-list category)",
+    )
 
 
 def main(argv: Sequence[str] | None = None):
-    return main_for(SOURCE, __doc__.splitlines()[0], lambda args: convert_record, argv, add_arguments=_add_arguments,
-                    load=load, split_name="test", input_required=False, dedup="none")
+    return main_for(
+        SOURCE,
+        __doc__.splitlines()[0],
+        lambda args: convert_record,
+        argv,
+        add_arguments=_add_arguments,
+        load=load,
+        split_name="test",
+        input_required=False,
+        dedup="none",
+    )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 
-
 class CallParseError(ValueError):
     """A tool call that cannot be read."""
 
@@ -158,4 +157,3 @@ def parse_python_calls(text: str) -> list[dict]:
                 raise CallParseError(f"{name}: value of {kw.arg} is not a literal: {exc}") from None
         calls.append(normalize_call({"name": name, "arguments": args}))
     return calls
-

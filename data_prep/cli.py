@@ -1,8 +1,8 @@
 """The command line every source module shares.
 
-    python -m data_prep.<source> --input PATH --output_dir DIR [--seed 0] [--val_ratio 0.0] [--dedup exact]
-        [--decontaminate_with bfcl tau2=/path/to/tasks.json] [--decontam_ngram 13] [--system_prompt hermes]
-        [--name NAME] [--split_name train] [--max_records N] [--no_progress]
+python -m data_prep.<source> --input PATH --output_dir DIR [--seed 0] [--val_ratio 0.0] [--dedup exact]
+    [--decontaminate_with bfcl tau2=/path/to/tasks.json] [--decontam_ngram 13] [--system_prompt hermes]
+    [--name NAME] [--split_name train] [--max_records N] [--no_progress]
 """
 
 from __future__ import annotations
@@ -22,8 +22,14 @@ logger = logging.getLogger(__name__)
 __all__ = ["build_parser", "options_from_args", "main_for"]
 
 
-def build_parser(source: str, description: str, split_name: str = "train", val_ratio: float = 0.0,
-                 input_required: bool = True, dedup: str = "exact") -> argparse.ArgumentParser:
+def build_parser(
+    source: str,
+    description: str,
+    split_name: str = "train",
+    val_ratio: float = 0.0,
+    input_required: bool = True,
+    dedup: str = "exact",
+) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m data_prep.{source}", description=description)
     p.add_argument("--input", required=input_required, help="local file (.parquet/.json/.jsonl) or folder")
     p.add_argument("--output_dir", required=True, help="where <name>_<split>.parquet and <name>_report.json go")
@@ -31,14 +37,31 @@ def build_parser(source: str, description: str, split_name: str = "train", val_r
     p.add_argument("--seed", type=int, default=0, help="seed of the train/val split")
     p.add_argument("--val_ratio", type=float, default=val_ratio, help="fraction of source records for validation")
     p.add_argument("--split_name", default=split_name, help="name of the main split")
-    p.add_argument("--dedup", choices=["exact", "question", "none"], default=dedup,
-                   help="exact: same prompt+tools+gold; question: same normalised question and tool names")
-    p.add_argument("--decontaminate_with", nargs="*", default=[], metavar="SOURCE",
-                   help="drop rows whose question matches: 'bfcl' (bfcl-eval's data), 'tau2=/path/tasks.json'")
-    p.add_argument("--decontam_ngram", type=int, default=13,
-                   help="also drop rows sharing this many consecutive words with a reference (0: exact only)")
-    p.add_argument("--system_prompt", choices=SYSTEM_PROMPT_STYLES, default="hermes",
-                   help="hermes: system message listing the tools (authors' rows); none: rely on tools=")
+    p.add_argument(
+        "--dedup",
+        choices=["exact", "question", "none"],
+        default=dedup,
+        help="exact: same prompt+tools+gold; question: same normalised question and tool names",
+    )
+    p.add_argument(
+        "--decontaminate_with",
+        nargs="*",
+        default=[],
+        metavar="SOURCE",
+        help="drop rows whose question matches: 'bfcl' (bfcl-eval's data), 'tau2=/path/tasks.json'",
+    )
+    p.add_argument(
+        "--decontam_ngram",
+        type=int,
+        default=13,
+        help="also drop rows sharing this many consecutive words with a reference (0: exact only)",
+    )
+    p.add_argument(
+        "--system_prompt",
+        choices=SYSTEM_PROMPT_STYLES,
+        default="hermes",
+        help="hermes: system message listing the tools (authors' rows); none: rely on tools=",
+    )
     p.add_argument("--max_records", type=int, default=-1, help="read only the first N records (debugging)")
     p.add_argument("--no_progress", action="store_true", help="no progress bar")
     p.add_argument("--log_level", default="INFO")
@@ -47,16 +70,29 @@ def build_parser(source: str, description: str, split_name: str = "train", val_r
 
 def options_from_args(args: argparse.Namespace) -> Options:
     return Options(
-        output_dir=args.output_dir, name=args.name, seed=args.seed, val_ratio=args.val_ratio,
-        split_name=args.split_name, dedup=args.dedup,
-        decontaminate_with=parse_decontam_spec(args.decontaminate_with), decontam_ngram=args.decontam_ngram,
-        system_prompt=args.system_prompt, progress=not args.no_progress, max_records=args.max_records,
+        output_dir=args.output_dir,
+        name=args.name,
+        seed=args.seed,
+        val_ratio=args.val_ratio,
+        split_name=args.split_name,
+        dedup=args.dedup,
+        decontaminate_with=parse_decontam_spec(args.decontaminate_with),
+        decontam_ngram=args.decontam_ngram,
+        system_prompt=args.system_prompt,
+        progress=not args.no_progress,
+        max_records=args.max_records,
     )
 
 
-def main_for(source: str, description: str, make_convert: Callable[[argparse.Namespace], ConvertFn],
-             argv: Sequence[str] | None = None, add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
-             load: Callable[[argparse.Namespace], tuple[list[Any], dict]] | None = None, **parser_defaults) -> Report:
+def main_for(
+    source: str,
+    description: str,
+    make_convert: Callable[[argparse.Namespace], ConvertFn],
+    argv: Sequence[str] | None = None,
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    load: Callable[[argparse.Namespace], tuple[list[Any], dict]] | None = None,
+    **parser_defaults,
+) -> Report:
     """Parse ``argv``, read the input, run the pipeline; returns the report (also written as JSON).
 
     An input that cannot be read at all (missing, not UTF-8, not JSON, a broken parquet) ends the run with exit

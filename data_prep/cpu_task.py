@@ -41,10 +41,18 @@ CURRENCIES = ("USD", "EUR", "JPY", "GBP", "INR", "BRL")
 
 
 def _tool(name: str, description: str, **params: str) -> dict:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": {k: {"type": "string", "description": v}
-                                                        for k, v in params.items()}, "required": list(params)}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {k: {"type": "string", "description": v} for k, v in params.items()},
+                "required": list(params),
+            },
+        },
+    }
 
 
 TOOLS = [
@@ -78,8 +86,7 @@ _PAIRS = tuple((a, b) for a in CURRENCIES for b in CURRENCIES if a != b)
 _CITY_PAIRS = tuple((a, b) for a in CITIES for b in CITIES if a != b)
 KINDS = (
     Kind("weather", ("What is the weather in {0}?", "How is the weather in {0} today?"), tuple((c,) for c in CITIES)),
-    Kind("population", ("How many people live in {0}?", "What is the population of {0}?"),
-         tuple((c,) for c in CITIES)),
+    Kind("population", ("How many people live in {0}?", "What is the population of {0}?"), tuple((c,) for c in CITIES)),
     Kind("exchange", ("What is the exchange rate from {0} to {1}?", "How many {1} do I get for one {0}?"), _PAIRS),
     Kind("parallel", ("What is the weather in {0} and in {1}?",), _CITY_PAIRS),
     Kind("chat", ("Tell me a joke about {0}.", "Write a short poem about {0}."), tuple((c,) for c in CITIES)),
@@ -105,8 +112,14 @@ def generate_records(seed: int = 0, val_share: float = 0.2, parallel_combos: int
         n_val = max(1, round(val_share * len(combos))) if val_share > 0 else 0
         for i, combo in enumerate(combos):
             for phrasing in kind.phrasings:
-                records.append({"kind": kind.name, "question": phrasing.format(*combo), "gold": kind.gold(combo),
-                                "split": "val" if i < n_val else "train"})
+                records.append(
+                    {
+                        "kind": kind.name,
+                        "question": phrasing.format(*combo),
+                        "gold": kind.gold(combo),
+                        "split": "val" if i < n_val else "train",
+                    }
+                )
     records.sort(key=lambda r: r["split"] != "train")
     return records
 
@@ -116,21 +129,27 @@ def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
     if not isinstance(record, dict) or not all(k in record for k in ("kind", "question", "gold", "split")):
         return [Rejection("malformed_record", f"not a cpu_task record: {str(record)[:200]}", index)]
     chat = record["kind"] == "chat"
-    return [Candidate(
-        data_source=CHAT_SOURCE if chat else SOURCE,
-        messages=[{"role": "user", "content": record["question"]}],
-        tools=normalize_tools(TOOLS),
-        gold=record["gold"],
-        question=record["question"],
-        record_index=index,
-        subset="irrelevant" if chat else record["kind"],
-        split=record["split"],
-    )]
+    return [
+        Candidate(
+            data_source=CHAT_SOURCE if chat else SOURCE,
+            messages=[{"role": "user", "content": record["question"]}],
+            tools=normalize_tools(TOOLS),
+            gold=record["gold"],
+            question=record["question"],
+            record_index=index,
+            subset="irrelevant" if chat else record["kind"],
+            split=record["split"],
+        )
+    ]
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--val_share", type=float, default=0.2,
-                   help="share of each kind's argument combinations held out for validation (default 0.2)")
+    p.add_argument(
+        "--val_share",
+        type=float,
+        default=0.2,
+        help="share of each kind's argument combinations held out for validation (default 0.2)",
+    )
     p.add_argument("--parallel_combos", type=int, default=36, help="ordered city pairs of the parallel kind (max 132)")
 
 
@@ -144,8 +163,15 @@ def _load(args: argparse.Namespace) -> tuple[list[dict], dict]:
 
 
 def main(argv: Sequence[str] | None = None):
-    return main_for(SOURCE, __doc__.splitlines()[0], lambda args: convert_record, argv,
-                    add_arguments=_add_arguments, load=_load, input_required=False)
+    return main_for(
+        SOURCE,
+        __doc__.splitlines()[0],
+        lambda args: convert_record,
+        argv,
+        add_arguments=_add_arguments,
+        load=_load,
+        input_required=False,
+    )
 
 
 if __name__ == "__main__":

@@ -152,8 +152,11 @@ def load_tau2_questions(path: str) -> list[str]:
         for key in ("user_scenario", "description", "ticket"):
             questions.extend(s for s in _strings(task.get(key)) if len(s.split()) >= 3)
         history = (task.get("initial_state") or {}).get("message_history") or []
-        questions.extend(m.get("content") for m in history if isinstance(m, dict) and m.get("role") == "user"
-                         and isinstance(m.get("content"), str))
+        questions.extend(
+            m.get("content")
+            for m in history
+            if isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str)
+        )
     return questions
 
 

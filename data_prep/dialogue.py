@@ -26,8 +26,14 @@ from data_prep.rows import Candidate, Rejection
 from slca_verl.toolcall import hermes, limits
 
 __all__ = [
-    "Turn", "ROLE_ALIASES", "split_dialogue", "extract_json_values", "assistant_turn", "sharegpt_turns",
-    "add_turn_arguments", "dialogue_main",
+    "Turn",
+    "ROLE_ALIASES",
+    "split_dialogue",
+    "extract_json_values",
+    "assistant_turn",
+    "sharegpt_turns",
+    "add_turn_arguments",
+    "dialogue_main",
 ]
 
 #: ``split(content) -> None`` for prose, else ``(calls, remaining text)``; raises CallParseError for a call it
@@ -35,8 +41,16 @@ __all__ = [
 CallSplitter = Callable[[str], Optional["tuple[list[dict], str]"]]
 
 ROLE_ALIASES = {
-    "system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-    "tool": "tool", "function": "tool", "observation": "tool", "function_response": "tool", "ipython": "tool",
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "observation": "tool",
+    "function_response": "tool",
+    "ipython": "tool",
 }
 _RESPONSE_TAGS = re.compile(r"^\s*<tool_response>\s*|\s*</tool_response>\s*$")
 
@@ -87,8 +101,11 @@ def sharegpt_turns(conversations: list[dict], split_calls: CallSplitter) -> list
 
 
 def add_turn_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--drop_no_call_turns", action="store_true",
-                        help="reject user turns answered without a call (default: keep them as irrelevance rows)")
+    parser.add_argument(
+        "--drop_no_call_turns",
+        action="store_true",
+        help="reject user turns answered without a call (default: keep them as irrelevance rows)",
+    )
 
 
 ConvertRecord = Callable[[Any, int, bool], Iterable[Candidate | Rejection]]
@@ -96,6 +113,7 @@ ConvertRecord = Callable[[Any, int, bool], Iterable[Candidate | Rejection]]
 
 def dialogue_main(source: str, description: str, convert_record: ConvertRecord, argv: Sequence[str] | None = None):
     """The CLI of a multi-turn source: ``main_for`` plus ``--drop_no_call_turns``."""
+
     def make_convert(args: argparse.Namespace):
         return lambda record, index: convert_record(record, index, args.drop_no_call_turns)
 
@@ -112,8 +130,9 @@ def _render(turn: Turn) -> dict:
     return {"role": turn.role, "content": turn.content}
 
 
-def split_dialogue(turns: list[Turn], tools: list[dict], data_source: str, record_index: int,
-                   drop_no_call_turns: bool = False) -> list[Candidate | Rejection]:
+def split_dialogue(
+    turns: list[Turn], tools: list[dict], data_source: str, record_index: int, drop_no_call_turns: bool = False
+) -> list[Candidate | Rejection]:
     """One candidate (or rejection) per user turn; a dialogue without a user turn is one rejection."""
     turns = [t for t in turns if t.role != "system"]
     user_at = [i for i, t in enumerate(turns) if t.role == "user"]
@@ -129,21 +148,24 @@ def split_dialogue(turns: list[Turn], tools: list[dict], data_source: str, recor
             continue
         gold = [t.gold() for t in answer if t.role == "assistant" and t.gold()]
         if not gold and any(t.calls for t in answer):
-            out.append(Rejection("gold_calls_all_failed", f"user turn {k}: every call it made failed upstream",
-                                 record_index))  # not an irrelevance row: a call was wanted
+            out.append(
+                Rejection("gold_calls_all_failed", f"user turn {k}: every call it made failed upstream", record_index)
+            )  # not an irrelevance row: a call was wanted
             continue
         if not gold and drop_no_call_turns:
             out.append(Rejection("no_call_turn", f"user turn {k} is answered without a call", record_index))
             continue
-        out.append(Candidate(
-            data_source=data_source,
-            messages=[_render(t) for t in turns[: start + 1]],
-            tools=tools,
-            gold=gold,
-            question=turns[start].content,
-            record_index=record_index,
-            turn_index=k,
-        ))
+        out.append(
+            Candidate(
+                data_source=data_source,
+                messages=[_render(t) for t in turns[: start + 1]],
+                tools=tools,
+                gold=gold,
+                question=turns[start].content,
+                record_index=record_index,
+                turn_index=k,
+            )
+        )
     return out
 
 

@@ -30,12 +30,21 @@ from slca_verl.toolcall.rows import GOLD_FORMS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GOLD_FORMS", "LOSSES", "read_gold", "add_gold_forms_argument", "parse_gold_forms", "rejection_reason",
-           "warn_lossy_forms"]
+__all__ = [
+    "GOLD_FORMS",
+    "LOSSES",
+    "read_gold",
+    "add_gold_forms_argument",
+    "parse_gold_forms",
+    "rejection_reason",
+    "warn_lossy_forms",
+]
 
 #: what a row of each lossy form cannot give the reward
-LOSSES = {"flat": "parallel structure (all calls become one step)",
-          "names": "arguments (names only; argument keys and values cannot be scored)"}
+LOSSES = {
+    "flat": "parallel structure (all calls become one step)",
+    "names": "arguments (names only; argument keys and values cannot be scored)",
+}
 
 
 def _call(c: dict) -> dict:
@@ -67,9 +76,13 @@ def read_gold(value: Any) -> tuple[str, list[list[dict]]] | None:
 
 
 def add_gold_forms_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gold_forms", type=parse_gold_forms, default=",".join(GOLD_FORMS),
-                        help="gold layouts to keep, comma separated (default: nested,flat,names); a row whose gold "
-                             "is in a form not listed is rejected as gold_<form>_rejected")
+    parser.add_argument(
+        "--gold_forms",
+        type=parse_gold_forms,
+        default=",".join(GOLD_FORMS),
+        help="gold layouts to keep, comma separated (default: nested,flat,names); a row whose gold "
+        "is in a form not listed is rejected as gold_<form>_rejected",
+    )
 
 
 def parse_gold_forms(text: str) -> frozenset[str]:
@@ -94,5 +107,9 @@ def warn_lossy_forms(report: Report) -> None:
     logger.warning(
         "%s: kept %s rows whose gold is not nested (%s); their reward lacks %s. Rows by gold form: %s. "
         "Pass --gold_forms nested to reject them instead.",
-        report.source, sum(lossy.values()), ", ".join(f"{n} {form}" for form, n in lossy.items()),
-        "; ".join(f"{form}: {LOSSES[form]}" for form in lossy), counts)
+        report.source,
+        sum(lossy.values()),
+        ", ".join(f"{n} {form}" for form, n in lossy.items()),
+        "; ".join(f"{form}: {LOSSES[form]}" for form in lossy),
+        counts,
+    )

@@ -78,8 +78,9 @@ def convert_record(record: Any, index: int, drop_no_call_turns: bool = False) ->
         return [Rejection("malformed_record", "no conversations list", index)]
     raw_tools = record.get("tools")
     if not raw_tools:
-        system = next((m.get("value", "") for m in conversations
-                       if isinstance(m, dict) and m.get("from") == "system"), "")
+        system = next(
+            (m.get("value", "") for m in conversations if isinstance(m, dict) and m.get("from") == "system"), ""
+        )
         raw_tools = tools_from_system(system)
     if not raw_tools:
         return [Rejection("no_tools", "neither a tools field nor a <tools> block", index)]

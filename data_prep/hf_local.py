@@ -51,18 +51,22 @@ def missing_input(path: str) -> FileNotFoundError:
     where = os.path.abspath(path)
     hint = ""
     if re.fullmatch(r"[\w.-]+/[\w.-]+", path) and not path.endswith(DATA_EXTS):
-        hint = (f" {path!r} looks like a Hub dataset id: nothing is downloaded at run time, so fetch it first, e.g. "
-                f"`hf download --repo-type dataset {path} --local-dir data/{path.split('/')[1]}`, "
-                "and pass that folder.")
+        hint = (
+            f" {path!r} looks like a Hub dataset id: nothing is downloaded at run time, so fetch it first, e.g. "
+            f"`hf download --repo-type dataset {path} --local-dir data/{path.split('/')[1]}`, "
+            "and pass that folder."
+        )
     return FileNotFoundError(
         f"input not found: expected the data at {where} (a .parquet/.json/.jsonl file, a folder of them, or a local "
-        f"Hugging Face dataset folder: save_to_disk output, a datasets cache folder or a Hub snapshot).{hint}")
+        f"Hugging Face dataset folder: save_to_disk output, a datasets cache folder or a Hub snapshot).{hint}"
+    )
 
 
 def _data_files(folder: str) -> list[str]:
     found = [p for ext in DATA_EXTS for p in glob.glob(os.path.join(folder, "**", f"*{ext}"), recursive=True)]
-    return sorted(p for p in found if not os.path.basename(p).startswith(".")
-                  and os.sep + "." not in os.path.relpath(p, folder))  # skip .cache/, .huggingface/ metadata
+    return sorted(
+        p for p in found if not os.path.basename(p).startswith(".") and os.sep + "." not in os.path.relpath(p, folder)
+    )  # skip .cache/, .huggingface/ metadata
 
 
 def detect(path: str) -> str | None:
@@ -121,14 +125,17 @@ def load(path: str):
         formats = {"parquet" if f.endswith(".parquet") else "json" for f in files}
         folders = sorted({os.path.relpath(os.path.dirname(f), path) for f in files})
         if len(formats) > 1 or (formats == {"parquet"} and len(_parquet_schemas(files)) > 1):
-            raise ValueError(f"{path} holds configs with different files or columns ({', '.join(folders)}): "
-                             "pass --input at one config's folder")
+            raise ValueError(
+                f"{path} holds configs with different files or columns ({', '.join(folders)}): "
+                "pass --input at one config's folder"
+            )
         if formats == {"json"}:
-            raise ValueError(f"{path} holds JSON files, which are not read through datasets (it rewrites values "
-                             "pyarrow cannot type): read them with data_prep.readers.read_records")
+            raise ValueError(
+                f"{path} holds JSON files, which are not read through datasets (it rewrites values "
+                "pyarrow cannot type): read them with data_prep.readers.read_records"
+            )
         config = datasets.DownloadConfig(local_files_only=True)
-        return datasets.load_dataset("parquet", data_files=files, split="train", streaming=True,
-                                     download_config=config)
+        return datasets.load_dataset("parquet", data_files=files, split="train", streaming=True, download_config=config)
     raise ValueError(f"{path} is not a Hugging Face dataset folder")
 
 

@@ -73,8 +73,9 @@ def _rejection_for(exc: BaseException, index: int) -> Rejection:
     if is_integer_too_long(exc):  # e.g. json.dumps of a gold call holding such an int, while building the row
         return Rejection("integer_too_long", f"{exc}", index)
     if isinstance(exc, _MALFORMED):
-        reason = getattr(exc, "reason", None) or ("gold_call_unparseable" if isinstance(exc, CallParseError)
-                                                  else "malformed_record")
+        reason = getattr(exc, "reason", None) or (
+            "gold_call_unparseable" if isinstance(exc, CallParseError) else "malformed_record"
+        )
         return Rejection(reason, getattr(exc, "detail", None) or str(exc), index)
     # a converter bug met by this record: counted and logged, and the run goes on
     logger.warning("record %d: unexpected %s while converting", index, type(exc).__name__, exc_info=exc)
@@ -114,8 +115,9 @@ def convert_records(
     ``question_norm``.
     """
     rows, record_ids, questions, pinned = [], [], [], []
-    for i, record in enumerate(tqdm(records, desc=f"{report.source}", unit="rec", disable=not progress,
-                                    mininterval=1.0)):
+    for i, record in enumerate(
+        tqdm(records, desc=f"{report.source}", unit="rec", disable=not progress, mininterval=1.0)
+    ):
         report.count_record()
         for out in convert_one(record, i, convert):
             report.count_row()
@@ -129,8 +131,14 @@ def convert_records(
                     continue
                 out = row
             report.reject(out.reason, out.detail, out.record_index)
-    return pd.DataFrame({"row": rows, "record_index": np.asarray(record_ids, dtype=np.int64),
-                         "question_norm": questions, "pinned_split": pd.Series(pinned, dtype=object)})
+    return pd.DataFrame(
+        {
+            "row": rows,
+            "record_index": np.asarray(record_ids, dtype=np.int64),
+            "question_norm": questions,
+            "pinned_split": pd.Series(pinned, dtype=object),
+        }
+    )
 
 
 def _reject_mask(frame: pd.DataFrame, mask: pd.Series, reason: str, report: Report, detail: str) -> pd.DataFrame:
@@ -146,9 +154,13 @@ def deduplicate(frame: pd.DataFrame, mode: str, report: Report) -> pd.DataFrame:
     if mode == "none" or frame.empty:
         return frame
     keys = frame["row"].map(lambda r: dedup_key(r, mode))
-    return _reject_mask(frame, keys.duplicated(keep="first"), "duplicate", report,
-                        f"same {'prompt, tools and gold' if mode == 'exact' else 'question and tools'} "
-                        "as an earlier row")
+    return _reject_mask(
+        frame,
+        keys.duplicated(keep="first"),
+        "duplicate",
+        report,
+        f"same {'prompt, tools and gold' if mode == 'exact' else 'question and tools'} as an earlier row",
+    )
 
 
 def decontaminate(frame: pd.DataFrame, decontaminator: Decontaminator | None, report: Report) -> pd.DataFrame:
@@ -161,7 +173,9 @@ def decontaminate(frame: pd.DataFrame, decontaminator: Decontaminator | None, re
     for source in decontaminator.sources:
         mask = hits == source
         report.notes.setdefault("decontamination", {})[source] = {
-            "reference_questions": decontaminator.sizes[source], "rows_removed": int(mask.sum())}
+            "reference_questions": decontaminator.sizes[source],
+            "rows_removed": int(mask.sum()),
+        }
         frame = _reject_mask(frame, mask, f"contaminated_{source}", report, f"question matches a {source} question")
         hits = hits.loc[frame.index]
     return frame
@@ -193,8 +207,14 @@ def write_split(rows: list[dict], split: str, path: str) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def run(source: str, input_path: str, records: Sequence[Any], convert: ConvertFn, opts: Options,
-        notes: dict[str, Any] | None = None) -> Report:
+def run(
+    source: str,
+    input_path: str,
+    records: Sequence[Any],
+    convert: ConvertFn,
+    opts: Options,
+    notes: dict[str, Any] | None = None,
+) -> Report:
     """Convert ``records`` with ``convert`` and write ``<name>_<split>.parquet`` + ``<name>_report.json``."""
     start = time.perf_counter()
     report = Report(source=source, input_path=input_path, options=opts.as_dict())

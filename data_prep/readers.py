@@ -55,8 +55,9 @@ def _parse_line(line: str, where: str) -> Any:
     except json.JSONDecodeError as exc:
         return Unreadable("malformed_record", f"{where}: {exc}: {line[:200]}")
     except ValueError as exc:  # an integer of more than 4300 digits (sys.get_int_max_str_digits)
-        return Unreadable("integer_too_long" if limits.is_integer_too_long(exc) else "malformed_record",
-                          f"{where}: {exc}")
+        return Unreadable(
+            "integer_too_long" if limits.is_integer_too_long(exc) else "malformed_record", f"{where}: {exc}"
+        )
     except RecursionError:
         return Unreadable("too_deep", f"{where}: {_TOO_DEEP}")
 
@@ -145,9 +146,13 @@ def _array_items(text: str, path: str) -> list[Any]:
             except InputError:
                 raise InputError(f"{path}: item {len(items)} is never closed") from None
             where = f"{path} item {len(items)} (line {text.count(chr(10), 0, i) + 1})"
-            value = (Unreadable("too_deep", f"{where}: {_TOO_DEEP}") if isinstance(exc, RecursionError)
-                     else Unreadable("integer_too_long" if limits.is_integer_too_long(exc) else "malformed_record",
-                                     f"{where}: {exc}"))
+            value = (
+                Unreadable("too_deep", f"{where}: {_TOO_DEEP}")
+                if isinstance(exc, RecursionError)
+                else Unreadable(
+                    "integer_too_long" if limits.is_integer_too_long(exc) else "malformed_record", f"{where}: {exc}"
+                )
+            )
             i = end
         items.append(value)
         i = _WS.match(text, i).end()

@@ -35,14 +35,32 @@ RL_FILE = "toucan_toolcall_rl.parquet"
 EVAL_FILE = "toucan_eval_4k_unified.parquet"
 SFT_FILE = "toucan_toolcall_sft_split_42k.parquet"
 
-CITIES = {"Boston": 68, "Chicago": 71, "Denver": 59, "Seattle": 55, "Austin": 88, "Miami": 84, "Portland": 61,
-          "Phoenix": 97, "Atlanta": 79, "Detroit": 64, "Tampa": 86, "Omaha": 70}  # fmt: skip
+CITIES = {
+    "Boston": 68,
+    "Chicago": 71,
+    "Denver": 59,
+    "Seattle": 55,
+    "Austin": 88,
+    "Miami": 84,
+    "Portland": 61,
+    "Phoenix": 97,
+    "Atlanta": 79,
+    "Detroit": 64,
+    "Tampa": 86,
+    "Omaha": 70,
+}
 ZONES = ["UTC", "Europe/Paris", "Asia/Tokyo", "America/New_York"]
 
 
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required}}}  # fmt: skip
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 NUMBER = {"type": "number"}
@@ -50,11 +68,19 @@ TOOLS = [
     _tool("calculator-add", "Add two numbers", {"a": NUMBER, "b": NUMBER}, ["a", "b"]),
     _tool("calculator-mul", "Multiply two numbers", {"a": NUMBER, "b": NUMBER}, ["a", "b"]),
     _tool("calculator-div", "Divide a by b", {"a": NUMBER, "b": NUMBER}, ["a", "b"]),
-    _tool("weather-get_current_weather", "Current temperature (Fahrenheit) of a US city",
-          {"city": {"type": "string", "description": "city name"}}, ["city"]),
-    _tool("clock-get_time", "Current time in a time zone",
-          {"timezone": {"type": "string", "description": "IANA time zone"}}, ["timezone"]),
-]  # fmt: skip
+    _tool(
+        "weather-get_current_weather",
+        "Current temperature (Fahrenheit) of a US city",
+        {"city": {"type": "string", "description": "city name"}},
+        ["city"],
+    ),
+    _tool(
+        "clock-get_time",
+        "Current time in a time zone",
+        {"timezone": {"type": "string", "description": "IANA time zone"}},
+        ["timezone"],
+    ),
+]
 
 
 def _call(name: str, **arguments) -> dict:
@@ -68,24 +94,40 @@ def make_task(rng: random.Random, kind: str, cities: list[str]) -> dict:
     ta, tb = CITIES[a], CITIES[b]
     if kind == "single":
         x, y = rng.randint(2, 99), rng.randint(2, 99)
-        return {"question": f"What is {x} plus {y}?", "steps": [[_call("calculator-add", a=x, b=y)]],
-                "results": [[str(x + y)]], "reply": f"{x} plus {y} is {x + y}.", "subset": "single-turn-original"}
+        return {
+            "question": f"What is {x} plus {y}?",
+            "steps": [[_call("calculator-add", a=x, b=y)]],
+            "results": [[str(x + y)]],
+            "reply": f"{x} plus {y} is {x + y}.",
+            "subset": "single-turn-original",
+        }
     if kind == "parallel":
-        return {"question": f"What is the temperature in {a} and in {b} right now?",
-                "steps": [[_call("weather-get_current_weather", city=a), _call("weather-get_current_weather", city=b)]],
-                "results": [[json.dumps({"city": a, "temp_f": ta}), json.dumps({"city": b, "temp_f": tb})]],
-                "reply": f"It is {ta} F in {a} and {tb} F in {b}.", "subset": "single-turn-diversify"}
+        return {
+            "question": f"What is the temperature in {a} and in {b} right now?",
+            "steps": [[_call("weather-get_current_weather", city=a), _call("weather-get_current_weather", city=b)]],
+            "results": [[json.dumps({"city": a, "temp_f": ta}), json.dumps({"city": b, "temp_f": tb})]],
+            "reply": f"It is {ta} F in {a} and {tb} F in {b}.",
+            "subset": "single-turn-diversify",
+        }
     if kind == "two_step":
-        return {"question": f"Get the temperatures of {a} and {b}, then add them up.",
-                "steps": [[_call("weather-get_current_weather", city=a), _call("weather-get_current_weather", city=b)],
-                          [_call("calculator-add", a=ta, b=tb)]],
-                "results": [[json.dumps({"city": a, "temp_f": ta}), json.dumps({"city": b, "temp_f": tb})],
-                            [str(ta + tb)]],
-                "reply": f"{a} is at {ta} F and {b} at {tb} F; together {ta + tb}.", "subset": "multi-turn"}
+        return {
+            "question": f"Get the temperatures of {a} and {b}, then add them up.",
+            "steps": [
+                [_call("weather-get_current_weather", city=a), _call("weather-get_current_weather", city=b)],
+                [_call("calculator-add", a=ta, b=tb)],
+            ],
+            "results": [[json.dumps({"city": a, "temp_f": ta}), json.dumps({"city": b, "temp_f": tb})], [str(ta + tb)]],
+            "reply": f"{a} is at {ta} F and {b} at {tb} F; together {ta + tb}.",
+            "subset": "multi-turn",
+        }
     zone = rng.choice(ZONES)
-    return {"question": f"What time is it in {zone}?", "steps": [[_call("clock-get_time", timezone=zone)]],
-            "results": [[json.dumps({"timezone": zone, "time": "10:30"})]], "reply": f"It is 10:30 in {zone}.",
-            "subset": "single-turn-original"}  # fmt: skip
+    return {
+        "question": f"What time is it in {zone}?",
+        "steps": [[_call("clock-get_time", timezone=zone)]],
+        "results": [[json.dumps({"timezone": zone, "time": "10:30"})]],
+        "reply": f"It is 10:30 in {zone}.",
+        "subset": "single-turn-original",
+    }
 
 
 KINDS = ("single", "parallel", "two_step", "clock")
@@ -95,24 +137,38 @@ def rl_row(task: dict, index: int) -> dict:
     """A row of ``toucan_toolcall_rl.parquet`` / ``toucan_eval_4k_unified.parquet``."""
     schemas = json.dumps(TOOLS, ensure_ascii=False)
     return {
-        "prompt": [{"role": "system", "content": hermes.system_prompt(TOOLS)},
-                   {"role": "user", "content": task["question"]}],
+        "prompt": [
+            {"role": "system", "content": hermes.system_prompt(TOOLS)},
+            {"role": "user", "content": task["question"]},
+        ],
         "data_source": "toucan_toolcall",
-        "reward_model": {"style": "rule", "ground_truth": {
-            "allowed_tools": [t["function"]["name"] for t in TOOLS],
-            "gold_tool_calls": json.dumps(task["steps"], ensure_ascii=False),
-            "question_content": task["question"], "subset_name": task["subset"], "tool_schemas": schemas}},
+        "reward_model": {
+            "style": "rule",
+            "ground_truth": {
+                "allowed_tools": [t["function"]["name"] for t in TOOLS],
+                "gold_tool_calls": json.dumps(task["steps"], ensure_ascii=False),
+                "question_content": task["question"],
+                "subset_name": task["subset"],
+                "tool_schemas": schemas,
+            },
+        },
         "extra_info": {"need_tools_kwargs": False, "original_turn_index": 0, "index": index},
         "tools": schemas,
-    }  # fmt: skip
+    }
 
 
 def sft_conversation(task: dict) -> list[dict]:
     """The ``conversations`` of one row of ``toucan_toolcall_sft_split_42k.parquet`` (ShareGPT turns)."""
     turns = [{"from": "system", "value": hermes.system_prompt(TOOLS)}, {"from": "human", "value": task["question"]}]
     for step, results in zip(task["steps"], task["results"]):
-        turns.append({"from": "gpt", "value": "Let me look that up.\n<tool_call>\n"
-                      + json.dumps(step, ensure_ascii=False) + "\n</tool_call>"})  # fmt: skip
+        turns.append(
+            {
+                "from": "gpt",
+                "value": "Let me look that up.\n<tool_call>\n"
+                + json.dumps(step, ensure_ascii=False)
+                + "\n</tool_call>",
+            }
+        )
         turns.append({"from": "human", "value": "\n".join(f"<tool_response>\n{r}\n</tool_response>" for r in results)})
     turns.append({"from": "gpt", "value": task["reply"]})
     return turns
@@ -153,8 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sft_rows", type=int, default=32)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    for name, path in write(args.output_dir, seed=args.seed, rl_rows=args.rl_rows, eval_rows=args.eval_rows,
-                            sft_rows=args.sft_rows).items():  # fmt: skip
+    for name, path in write(
+        args.output_dir, seed=args.seed, rl_rows=args.rl_rows, eval_rows=args.eval_rows, sft_rows=args.sft_rows
+    ).items():
         logger.info("%s: %s", name, path)
     return 0
 

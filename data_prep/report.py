@@ -123,7 +123,12 @@ class Report:
     def log_summary(self) -> None:
         logger.info(
             "%s: %d records -> %d rows in, %d written %s, %d rejected",
-            self.source, self.records_in, self.rows_in, self.rows_written, self.written_by_split, self.rows_rejected,
+            self.source,
+            self.records_in,
+            self.rows_in,
+            self.rows_written,
+            self.written_by_split,
+            self.rows_rejected,
         )
         for reason, n in sorted(self.rejected.items(), key=lambda kv: -kv[1]):
             example = self.examples[reason][0]["detail"] if self.examples[reason] else ""

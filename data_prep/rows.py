@@ -107,8 +107,9 @@ def check_candidate(c: Candidate) -> Rejection | None:
         return Rejection("field_type_invalid", problem, c.record_index)
     where = non_finite_path(c.gold)  # (tool schemas are checked once per tool by normalize_tool)
     if where is not None:
-        return Rejection("non_finite_number", f"gold_tool_calls at {where or '(root)'}: NaN or infinity is not JSON",
-                         c.record_index)
+        return Rejection(
+            "non_finite_number", f"gold_tool_calls at {where or '(root)'}: NaN or infinity is not JSON", c.record_index
+        )
     index = tools_index(c.tools)
     names_only = c.extra_ground_truth.get("gold_format") == "names"  # no arguments to check: only the name
     for step in c.gold:
@@ -130,14 +131,18 @@ def _validate_name(call: Any, index: dict[str, str]) -> tuple[str, str] | None:
 def row_problem(row: dict[str, Any], record_index: int) -> Rejection | None:
     """The last check of a built row: every string must be storable as UTF-8."""
     gt = row["reward_model"]["ground_truth"]
-    texts = [row["data_source"], row["tools"], *(m["content"] for m in row["prompt"]), *gt["allowed_tools"],
-             *(v for v in gt.values() if isinstance(v, str))]
+    texts = [
+        row["data_source"],
+        row["tools"],
+        *(m["content"] for m in row["prompt"]),
+        *gt["allowed_tools"],
+        *(v for v in gt.values() if isinstance(v, str)),
+    ]
     if has_lone_surrogate(texts):
-        return Rejection("invalid_unicode", "a string holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot "
-                         "store", record_index)
+        return Rejection(
+            "invalid_unicode", "a string holds a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot store", record_index
+        )
     return None
-
-
 
 
 def build_row(c: Candidate, system_prompt: str = "hermes") -> dict[str, Any]:

@@ -108,8 +108,9 @@ def normalize_tool(tool: Any) -> dict:
         raise SchemaError("tool_schema_invalid", f"{name}: fails the JSON Schema meta-schema: {error}")
     where = non_finite_path(schema)
     if where is not None:
-        raise SchemaError("non_finite_number",
-                          f"{name}: parameters at {where or '(root)'}: NaN or infinity is not JSON")
+        raise SchemaError(
+            "non_finite_number", f"{name}: parameters at {where or '(root)'}: NaN or infinity is not JSON"
+        )
     dangling = _dangling_ref(schema)
     if dangling is not None:
         raise SchemaError("tool_schema_invalid", f"{name}: $ref {dangling[:120]!r} does not point inside the schema")
@@ -172,8 +173,10 @@ def normalize_tools(tools: Any) -> list[dict]:
         tools = [tools]
     if not isinstance(tools, list):
         raise SchemaError("tools_unparseable", f"tool list is a {type(tools).__name__}")
-    out = [_normalize_tool_cached(json.dumps(t, sort_keys=True)) if isinstance(t, dict) else normalize_tool(t)
-           for t in tools]
+    out = [
+        _normalize_tool_cached(json.dumps(t, sort_keys=True)) if isinstance(t, dict) else normalize_tool(t)
+        for t in tools
+    ]
     names = [t["function"]["name"] for t in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -41,14 +41,17 @@ from slca_verl.toolcall.rows import plain, read_messages, write_sft
 logger = logging.getLogger(__name__)
 
 RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
-ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-         "tool": "tool", "function_response": "tool", "observation": "tool", "ipython": "tool"}  # fmt: skip
-
-
-
-
-
-
+ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "tool": "tool",
+    "function_response": "tool",
+    "observation": "tool",
+    "ipython": "tool",
+}
 
 
 def from_rl_row(row: dict, no_call_reply: str | None = None) -> tuple[list[dict] | None, str]:
@@ -160,8 +163,6 @@ def convert(records: Iterable[dict], fmt: str, no_call_reply: str | None = None)
         else:
             out.append(messages)
     return out, skipped
-
-
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,10 +88,18 @@ def _digest(row: dict, mode: str) -> int:
     return int.from_bytes(hashlib.blake2b(dedup_key(row, mode).encode(), digest_size=8).digest(), "little")
 
 
-def run_streaming(source: str, input_path: str, batches: Iterable[list[Any]], total_records: int,
-                  convert: ConvertFn, opts: Options, notes: dict[str, Any] | None = None,
-                  late_notes: Callable[[], dict[str, Any]] | None = None,
-                  chunk_rows: int = 2000, chunk_bytes: int = 64 << 20) -> Report:
+def run_streaming(
+    source: str,
+    input_path: str,
+    batches: Iterable[list[Any]],
+    total_records: int,
+    convert: ConvertFn,
+    opts: Options,
+    notes: dict[str, Any] | None = None,
+    late_notes: Callable[[], dict[str, Any]] | None = None,
+    chunk_rows: int = 2000,
+    chunk_bytes: int = 64 << 20,
+) -> Report:
     """Convert the records of ``batches`` (``total_records`` in all) and write parquet + report in chunks.
 
     ``late_notes()`` is called once every record is converted, for counts the converter kept (its report notes).
@@ -110,9 +118,12 @@ def run_streaming(source: str, input_path: str, batches: Iterable[list[Any]], to
     removed = dict.fromkeys(decontaminator.sources if decontaminator else [], 0)
 
     os.makedirs(opts.output_dir, exist_ok=True)
-    writers = {split: _SplitWriter(split, os.path.join(opts.output_dir, f"{opts.name}_{split}.parquet"),
-                                   chunk_rows, chunk_bytes)
-               for split in (opts.split_name, opts.val_split_name)}
+    writers = {
+        split: _SplitWriter(
+            split, os.path.join(opts.output_dir, f"{opts.name}_{split}.parquet"), chunk_rows, chunk_bytes
+        )
+        for split in (opts.split_name, opts.val_split_name)
+    }
     seen: set[int] = set()
     bar = tqdm(total=total_records, desc=source, unit="rec", disable=not opts.progress, mininterval=1.0)
     index = 0
@@ -128,8 +139,13 @@ def run_streaming(source: str, input_path: str, batches: Iterable[list[Any]], to
                 if opts.dedup != "none":
                     key = _digest(row, opts.dedup)
                     if key in seen:
-                        report.reject("duplicate", "same prompt, tools and gold as an earlier row" if opts.dedup ==
-                                      "exact" else "same question and tools as an earlier row", index)
+                        report.reject(
+                            "duplicate",
+                            "same prompt, tools and gold as an earlier row"
+                            if opts.dedup == "exact"
+                            else "same question and tools as an earlier row",
+                            index,
+                        )
                         continue
                     seen.add(key)
                 if decontaminator is not None:
@@ -148,8 +164,9 @@ def run_streaming(source: str, input_path: str, batches: Iterable[list[Any]], to
         for w in writers.values():
             w.close()
     if decontaminator is not None:
-        report.notes["decontamination"] = {s: {"reference_questions": decontaminator.sizes[s], "rows_removed": n}
-                                           for s, n in removed.items()}
+        report.notes["decontamination"] = {
+            s: {"reference_questions": decontaminator.sizes[s], "rows_removed": n} for s, n in removed.items()
+        }
     if late_notes is not None:
         report.notes.update(late_notes())
     written: dict[str, int] = {}

@@ -63,8 +63,13 @@ def convert_record(record: Any, index: int, gold_forms: Iterable[str] = GOLD_FOR
     if not isinstance(record, dict):
         return [Rejection("malformed_record", str(record)[:200], index)]
     prompt = record.get("prompt")
-    if not isinstance(prompt, list) or not prompt or not all(
-            isinstance(m, dict) and m.get("role") in _ROLES and isinstance(m.get("content"), str) for m in prompt):
+    if (
+        not isinstance(prompt, list)
+        or not prompt
+        or not all(
+            isinstance(m, dict) and m.get("role") in _ROLES and isinstance(m.get("content"), str) for m in prompt
+        )
+    ):
         return [Rejection("prompt_malformed", "prompt is not a non-empty list of {role, content} messages", index)]
     gt = _object_field(_object_field(record.get("reward_model"), "reward_model").get("ground_truth"), "ground_truth")
     if not gt:
@@ -77,8 +82,9 @@ def convert_record(record: Any, index: int, gold_forms: Iterable[str] = GOLD_FOR
     names = [t["function"]["name"] for t in tools]
     allowed = gt["allowed_tools"] or []
     if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
-        return [Rejection("allowed_tools_mismatch", f"allowed_tools is not a list of names: {str(allowed)[:120]}",
-                          index)]
+        return [
+            Rejection("allowed_tools_mismatch", f"allowed_tools is not a list of names: {str(allowed)[:120]}", index)
+        ]
     if sorted(allowed) != sorted(names):
         return [Rejection("allowed_tools_mismatch", f"allowed_tools {allowed[:5]} != schema names {names[:5]}", index)]
     try:
@@ -86,24 +92,37 @@ def convert_record(record: Any, index: int, gold_forms: Iterable[str] = GOLD_FOR
     except json.JSONDecodeError as exc:
         return [Rejection("gold_call_unparseable", f"gold_tool_calls is not JSON: {exc}", index)]
     if read is None:
-        return [Rejection("gold_not_nested", "gold_tool_calls is neither steps, a flat list of calls nor a list of "
-                          f"names: {str(gt['gold_tool_calls'])[:120]}", index)]
+        return [
+            Rejection(
+                "gold_not_nested",
+                "gold_tool_calls is neither steps, a flat list of calls nor a list of "
+                f"names: {str(gt['gold_tool_calls'])[:120]}",
+                index,
+            )
+        ]
     gold_format, gold = read
     if gold_format not in gold_forms:
-        return [Rejection(rejection_reason(gold_format), f"{gold_format} gold not in --gold_forms: "
-                          f"{str(gt['gold_tool_calls'])[:120]}", index)]
-    return [Candidate(
-        data_source=record.get("data_source") or DATA_SOURCE,
-        messages=[],
-        prompt=[{"role": m["role"], "content": m["content"]} for m in prompt],
-        tools=tools,
-        gold=gold,
-        question=gt["question_content"],
-        record_index=index,
-        turn_index=_turn_index(extra.get("original_turn_index")),
-        subset=gt.get("subset_name") or None,
-        extra_ground_truth={"gold_format": gold_format},
-    )]
+        return [
+            Rejection(
+                rejection_reason(gold_format),
+                f"{gold_format} gold not in --gold_forms: {str(gt['gold_tool_calls'])[:120]}",
+                index,
+            )
+        ]
+    return [
+        Candidate(
+            data_source=record.get("data_source") or DATA_SOURCE,
+            messages=[],
+            prompt=[{"role": m["role"], "content": m["content"]} for m in prompt],
+            tools=tools,
+            gold=gold,
+            question=gt["question_content"],
+            record_index=index,
+            turn_index=_turn_index(extra.get("original_turn_index")),
+            subset=gt.get("subset_name") or None,
+            extra_ground_truth={"gold_format": gold_format},
+        )
+    ]
 
 
 def main(argv: Sequence[str] | None = None):
@@ -113,8 +132,9 @@ def main(argv: Sequence[str] | None = None):
     def load(args):
         return read_records(args.input), {"gold_format": dict.fromkeys(GOLD_FORMS, 0)}
 
-    report = main_for(SOURCE, __doc__.splitlines()[0], make_convert, argv, add_arguments=add_gold_forms_argument,
-                      load=load)
+    report = main_for(
+        SOURCE, __doc__.splitlines()[0], make_convert, argv, add_arguments=add_gold_forms_argument, load=load
+    )
     warn_lossy_forms(report)
     return report
 

@@ -81,8 +81,15 @@ logger = logging.getLogger(__name__)
 
 SOURCE = "toucan_raw"
 DATA_SOURCE = "toucan_toolcall"
-COLUMNS = ["uuid", "subset_name", "messages", "available_tools", "tools", "question_quality_assessment",
-           "response_quality_assessment"]
+COLUMNS = [
+    "uuid",
+    "subset_name",
+    "messages",
+    "available_tools",
+    "tools",
+    "question_quality_assessment",
+    "response_quality_assessment",
+]
 QUESTION, RESPONSE = "question_quality_assessment", "response_quality_assessment"
 _RESULT_ROLES = {"function", "tool", "tool_response", "observation"}
 #: Qwen-Agent's answer to a call whose name is not one of its tools (``fncall_agent._call_tool``): the call never ran.
@@ -200,8 +207,13 @@ def toucan_turns(messages: list[dict]) -> list[Turn]:
 class ToucanRawConverter:
     """``convert(record, index)`` for the streaming pipeline, with the CLI's filters."""
 
-    def __init__(self, filters: Sequence[QualityFilter] = (), subsets: Iterable[str] | None = None,
-                 drop_no_call_turns: bool = False, irrelevance_quality: str = "question"):
+    def __init__(
+        self,
+        filters: Sequence[QualityFilter] = (),
+        subsets: Iterable[str] | None = None,
+        drop_no_call_turns: bool = False,
+        irrelevance_quality: str = "question",
+    ):
         if irrelevance_quality not in IRRELEVANCE_QUALITY:
             raise ValueError(f"irrelevance_quality must be one of {IRRELEVANCE_QUALITY}, got {irrelevance_quality!r}")
         self.filters = list(filters)
@@ -214,9 +226,11 @@ class ToucanRawConverter:
 
     def notes(self) -> dict[str, Any]:
         """The converter's counts for the report's ``notes``."""
-        return {"calls_matched_by_server_prefix": self.matched_by_prefix,
-                "gold_calls_dropped": {"failed_upstream_no_such_tool": self.failed_upstream},
-                "irrelevance_gated_on_question_quality": self.gated_on_question}
+        return {
+            "calls_matched_by_server_prefix": self.matched_by_prefix,
+            "gold_calls_dropped": {"failed_upstream_no_such_tool": self.failed_upstream},
+            "irrelevance_gated_on_question_quality": self.gated_on_question,
+        }
 
     def __call__(self, record: Any, index: int) -> list[Candidate | Rejection]:
         if not isinstance(record, dict):
@@ -260,7 +274,8 @@ class ToucanRawConverter:
             assessments[column] = value if isinstance(value, dict) else {}
         subset = str(record.get("subset_name") or "")
         unrated = "irrelevan" in subset.lower() and not any(
-            _score(assessments[RESPONSE], k) is not None for k in assessments[RESPONSE])
+            _score(assessments[RESPONSE], k) is not None for k in assessments[RESPONSE]
+        )
         if unrated:  # upstream never rates the response of an irrelevance record
             return self._irrelevance_quality(assessments[QUESTION], index)
         for f in self.filters:
@@ -277,19 +292,24 @@ class ToucanRawConverter:
         """The filters of an irrelevance record without a response rating: each is read off the question's
         ``question_quality`` (same threshold) by default; ``--irrelevance_quality reject`` rejects the record."""
         if self.irrelevance_quality == "reject":
-            return Rejection("irrelevance_response_unrated", "irrelevance record: upstream has no response rating "
-                             "to filter on (--irrelevance_quality reject)", index)
+            return Rejection(
+                "irrelevance_response_unrated",
+                "irrelevance record: upstream has no response rating to filter on (--irrelevance_quality reject)",
+                index,
+            )
         self.gated_on_question += 1
         score = _score(question, "question_quality")
         if score is None:
-            return Rejection("quality_assessment_missing", "irrelevance record without a question_quality rating",
-                             index)
+            return Rejection(
+                "quality_assessment_missing", "irrelevance record without a question_quality rating", index
+            )
         for f in self.filters:
             own = _score(question, f.field) if f.column in (None, QUESTION) else None
             field, value = (f.field, own) if own is not None else ("question_quality", score)
             if value < f.minimum:
-                return Rejection("low_question_quality", f"{field} {value:g} < {f.minimum:g} (irrelevance record)",
-                                 index)
+                return Rejection(
+                    "low_question_quality", f"{field} {value:g} < {f.minimum:g} (irrelevance record)", index
+                )
         return None
 
     def _resolve_names(self, turns: list[Turn], names: set[str]) -> None:
@@ -303,8 +323,11 @@ class ToucanRawConverter:
         for turn, results in _calls_with_results(turns):
             kept = []
             for call, result in zip(turn.calls, results):
-                refused = result is not None and (m := _NO_SUCH_TOOL.fullmatch(result)) and \
-                    m.group("name").strip() == call["name"]
+                refused = (
+                    result is not None
+                    and (m := _NO_SUCH_TOOL.fullmatch(result))
+                    and m.group("name").strip() == call["name"]
+                )
                 if refused:
                     self.failed_upstream += 1
                     continue
@@ -338,8 +361,10 @@ def _parquet_files(path: str) -> list[str]:
         return [path]
     files = sorted(glob.glob(os.path.join(path, "*.parquet")))
     if not files:
-        raise FileNotFoundError(f"no .parquet file under {os.path.abspath(path)} (expected raw Toucan-1.5M shards, "
-                                "e.g. Toucan-1.5M/Qwen3/train-*.parquet, or a local Hugging Face dataset folder)")
+        raise FileNotFoundError(
+            f"no .parquet file under {os.path.abspath(path)} (expected raw Toucan-1.5M shards, "
+            "e.g. Toucan-1.5M/Qwen3/train-*.parquet, or a local Hugging Face dataset folder)"
+        )
     return files
 
 
@@ -373,16 +398,34 @@ def _quality_spec(text: str) -> QualityFilter:
 def build_raw_parser() -> argparse.ArgumentParser:
     parser = build_parser(SOURCE, __doc__.splitlines()[0])
     add_turn_arguments(parser)
-    parser.add_argument("--min_question_quality", type=float, default=None,
-                        help="keep records whose question_quality rating is at least this (1-5)")
-    parser.add_argument("--min_response_quality", type=float, default=None,
-                        help="keep records whose response overall_score is at least this (1-5)")
-    parser.add_argument("--min_quality", nargs="*", type=_quality_spec, default=[], metavar="NAME=MIN",
-                        help="keep records whose rating NAME (either assessment column) is at least MIN")
-    parser.add_argument("--irrelevance_quality", choices=IRRELEVANCE_QUALITY, default="question",
-                        help="irrelevance records have no response rating upstream: gate them on their "
-                             "question_quality with the same thresholds (default), or reject them "
-                             "(irrelevance_response_unrated); only when a quality filter is given")
+    parser.add_argument(
+        "--min_question_quality",
+        type=float,
+        default=None,
+        help="keep records whose question_quality rating is at least this (1-5)",
+    )
+    parser.add_argument(
+        "--min_response_quality",
+        type=float,
+        default=None,
+        help="keep records whose response overall_score is at least this (1-5)",
+    )
+    parser.add_argument(
+        "--min_quality",
+        nargs="*",
+        type=_quality_spec,
+        default=[],
+        metavar="NAME=MIN",
+        help="keep records whose rating NAME (either assessment column) is at least MIN",
+    )
+    parser.add_argument(
+        "--irrelevance_quality",
+        choices=IRRELEVANCE_QUALITY,
+        default="question",
+        help="irrelevance records have no response rating upstream: gate them on their "
+        "question_quality with the same thresholds (default), or reject them "
+        "(irrelevance_response_unrated); only when a quality filter is given",
+    )
     parser.add_argument("--subsets", default="", help="comma-separated subset_name values to keep (default: all)")
     parser.add_argument("--batch_size", type=int, default=256, help="records per parquet batch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
@@ -393,17 +436,22 @@ def main(argv: Sequence[str] | None = None) -> Report:
     args = build_raw_parser().parse_args(argv)
     level = "WARNING" if args.quiet else args.log_level.upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    named = [("question_quality", args.min_question_quality, QUESTION),
-             ("overall_score", args.min_response_quality, RESPONSE)]
+    named = [
+        ("question_quality", args.min_question_quality, QUESTION),
+        ("overall_score", args.min_response_quality, RESPONSE),
+    ]
     filters = [QualityFilter(field, minimum, column) for field, minimum, column in named if minimum is not None]
     filters += args.min_quality
-    convert = ToucanRawConverter(filters, [s.strip() for s in args.subsets.split(",") if s.strip()],
-                                 args.drop_no_call_turns, args.irrelevance_quality)
+    convert = ToucanRawConverter(
+        filters,
+        [s.strip() for s in args.subsets.split(",") if s.strip()],
+        args.drop_no_call_turns,
+        args.irrelevance_quality,
+    )
     opts = options_from_args(args)
     opts.progress = progress_enabled(not (args.no_progress or args.quiet))
     total, batches = iter_input(args.input, args.batch_size)
-    return run_streaming(SOURCE, str(args.input), batches, total, convert, opts,
-                         late_notes=convert.notes)
+    return run_streaming(SOURCE, str(args.input), batches, total, convert, opts, late_notes=convert.notes)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,16 @@ def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
     answers = record["answers"]
     calls = parse_json_calls(answers if answers not in (None, "") else [])
     query = record["query"] if isinstance(record["query"], str) else ""
-    return [Candidate(
-        data_source=SOURCE,
-        messages=[{"role": "user", "content": query}],
-        tools=tools,
-        gold=[calls] if calls else [],
-        question=query,
-        record_index=index,
-    )]
+    return [
+        Candidate(
+            data_source=SOURCE,
+            messages=[{"role": "user", "content": query}],
+            tools=tools,
+            gold=[calls] if calls else [],
+            question=query,
+            record_index=index,
+        )
+    ]
 
 
 def main(argv: Sequence[str] | None = None):

@@ -66,11 +66,14 @@ def verl_config():
 
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return compose(config_name="ppo_trainer", overrides=[
-            "actor_rollout_ref.model.path=/nonexistent/tiny-policy",
-            "actor_rollout_ref.rollout.prompt_length=2048",
-            "actor_rollout_ref.rollout.response_length=512",
-        ])  # fmt: skip
+        return compose(
+            config_name="ppo_trainer",
+            overrides=[
+                "actor_rollout_ref.model.path=/nonexistent/tiny-policy",
+                "actor_rollout_ref.rollout.prompt_length=2048",
+                "actor_rollout_ref.rollout.response_length=512",
+            ],
+        )
 
 
 # ------------------------------------------------------------------------------------------------ 1. data prep
@@ -89,6 +92,7 @@ def prepare_rows(workdir: str) -> list[dict]:
 
 def loop_kwargs(row: dict, uid: str) -> dict:
     """The keyword arguments verl's AgentLoopWorker hands an agent loop for one parquet row."""
+
     def plain(x):
         if isinstance(x, np.ndarray):
             return [plain(v) for v in x.tolist()]
@@ -100,10 +104,17 @@ def loop_kwargs(row: dict, uid: str) -> dict:
 
     row = plain(row)
     return {
-        "raw_prompt": row["prompt"], "data_source": row["data_source"], "agent_name": row["agent_name"],
-        "reward_model": row["reward_model"], "extra_info": row["extra_info"], "tools": row["tools"],
-        "index": row["extra_info"]["index"], "uid": uid, "tools_kwargs": {}, "interaction_kwargs": {},
-    }  # fmt: skip
+        "raw_prompt": row["prompt"],
+        "data_source": row["data_source"],
+        "agent_name": row["agent_name"],
+        "reward_model": row["reward_model"],
+        "extra_info": row["extra_info"],
+        "tools": row["tools"],
+        "index": row["extra_info"]["index"],
+        "uid": uid,
+        "tools_kwargs": {},
+        "interaction_kwargs": {},
+    }
 
 
 # ------------------------------------------------------------------------------------------------ 2. the server
@@ -190,43 +201,63 @@ def main(argv=None) -> dict:
     actor_cfg = FSDPActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=0.2)
     loss_fn, slca_grpo = get_policy_loss_fn("vanilla"), get_adv_estimator_fn("slca_grpo")
     refs = T.reference_replies()
-    references = {T.task_from_question(r["reward_model"]["ground_truth"]["question_content"]).question:
-                  refs[(T.task_from_question(r["reward_model"]["ground_truth"]["question_content"]).intent,
-                        T.task_from_question(r["reward_model"]["ground_truth"]["question_content"]).city)]
-                  for r in rows}  # fmt: skip
+    references = {
+        T.task_from_question(r["reward_model"]["ground_truth"]["question_content"]).question: refs[
+            (
+                T.task_from_question(r["reward_model"]["ground_truth"]["question_content"]).intent,
+                T.task_from_question(r["reward_model"]["ground_truth"]["question_content"]).city,
+            )
+        ]
+        for r in rows
+    }
 
     def make_loop():
         return SLCAToolAgentLoop(
-            trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tok, processor=None,
-            dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data), hf_model_type="qwen3",
-            tools=ToolListWrap([]), sgls={"backend": "offline", "cache_scope": "group"}, max_assistant_turns=2,
-        )  # fmt: skip
+            trainer_config=DictConfigWrap(cfg),
+            server_manager=server,
+            tokenizer=tok,
+            processor=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(cfg.data),
+            hf_model_type="qwen3",
+            tools=ToolListWrap([]),
+            sgls={"backend": "offline", "cache_scope": "group"},
+            max_assistant_turns=2,
+        )
 
     event_loop = asyncio.new_event_loop()  # verl's agent loops bind the event loop they are built in
     asyncio.set_event_loop(event_loop)
     loops = [make_loop() for _ in range(len(rows) * args.n)]
     sgls = loops[0].sgls_tool
     history = []
-    print(f"{'step':>4} {'tool acc':>8} {'r_tool':>6} {'r_sum':>6} {'score':>6} {'A_tool|noise r':>14} "
-          f"{'sim calls/traj':>14} {'cache hits':>10} {'sec':>5}")
+    print(
+        f"{'step':>4} {'tool acc':>8} {'r_tool':>6} {'r_sum':>6} {'score':>6} {'A_tool|noise r':>14} "
+        f"{'sim calls/traj':>14} {'cache hits':>10} {'sec':>5}"
+    )
     for step in range(1, args.steps + 1):
         t0 = time.perf_counter()
         before = sgls.metrics() if hasattr(sgls, "metrics") else {}
         jobs = [(row, f"s{step}-r{i}") for i, row in enumerate(rows) for _ in range(args.n)]
 
         async def rollout_and_score():
-            outs = await asyncio.gather(*(
-                lp.run({"temperature": 1.0}, **loop_kwargs(row, uid)) for lp, (row, uid) in zip(loops, jobs)
-            ))  # fmt: skip
+            outs = await asyncio.gather(
+                *(lp.run({"temperature": 1.0}, **loop_kwargs(row, uid)) for lp, (row, uid) in zip(loops, jobs))
+            )
             noise = rng.normal(0.0, args.sigma, size=len(outs)) if args.sigma > 0 else np.zeros(len(outs))
             rewards = []
             for out, (row, _), eps in zip(outs, jobs, noise):
                 pieces = out.extra_fields["slca_trajectory"]
                 gt = row["reward_model"]["ground_truth"]
                 judge = T.NoisyReferenceJudge(references, noise=float(eps))
-                rewards.append(await score_trajectory(pieces["assistant_texts"], pieces["tool_responses"], gt,
-                                                      judge=judge, question=T.task_from_question(
-                                                          gt["question_content"]).question))
+                rewards.append(
+                    await score_trajectory(
+                        pieces["assistant_texts"],
+                        pieces["tool_responses"],
+                        gt,
+                        judge=judge,
+                        question=T.task_from_question(gt["question_content"]).question,
+                    )
+                )
             return outs, rewards, noise
 
         outs, rewards, noise = event_loop.run_until_complete(rollout_and_score())
@@ -244,12 +275,17 @@ def main(argv=None) -> dict:
         seg = torch.stack([pad(d["slca_segment_ids"]) for d in dicts])  # (bs, L)
         index = np.array([uid for _, uid in jobs], dtype=object)
         adv, _ = slca_grpo(token_level_rewards=rm, response_mask=mask, index=index, config=None, segment_ids=seg)
-        a_tool = ((adv * (seg == TOOL)).sum(-1) / (seg == TOOL).sum(-1).clamp_min(1))  # (bs,) one value per segment
-        a_sum = ((adv * (seg == SUMMARY)).sum(-1) / (seg == SUMMARY).sum(-1).clamp_min(1))  # (bs,)
+        a_tool = (adv * (seg == TOOL)).sum(-1) / (seg == TOOL).sum(-1).clamp_min(1)  # (bs,) one value per segment
+        a_sum = (adv * (seg == SUMMARY)).sum(-1) / (seg == SUMMARY).sum(-1).clamp_min(1)  # (bs,)
 
         # the tiny policy's side: the same segment advantages on its own slots, verl's vanilla PPO loss
-        ids = [tiny_ids(r["reward_model"]["ground_truth"]["question_content"],
-                        o.extra_fields["slca_trajectory"]["assistant_texts"]) for o, (r, _) in zip(outs, jobs)]
+        ids = [
+            tiny_ids(
+                r["reward_model"]["ground_truth"]["question_content"],
+                o.extra_fields["slca_trajectory"]["assistant_texts"],
+            )
+            for o, (r, _) in zip(outs, jobs)
+        ]
         prompts = torch.tensor([p for p, _ in ids])
         responses = torch.tensor([r for _, r in ids])
         seg_row = torch.tensor(T.SEGMENT_IDS)
@@ -258,28 +294,48 @@ def main(argv=None) -> dict:
         with torch.no_grad():
             old = policy.log_probs(prompts, responses)
         for _ in range(2):
-            loss, _ = loss_fn(old_log_prob=old, log_prob=policy.log_probs(prompts, responses), advantages=tiny_adv,
-                              response_mask=tiny_mask, loss_agg_mode="token-mean", config=actor_cfg)  # fmt: skip
+            loss, _ = loss_fn(
+                old_log_prob=old,
+                log_prob=policy.log_probs(prompts, responses),
+                advantages=tiny_adv,
+                response_mask=tiny_mask,
+                loss_agg_mode="token-mean",
+                config=actor_cfg,
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
 
         after = sgls.metrics() if hasattr(sgls, "metrics") else {}
         backend = after.get("backend_calls", 0) - before.get("backend_calls", 0)
-        hits = (after.get("cache_hits", 0) + after.get("cache_coalesced", 0)
-                - before.get("cache_hits", 0) - before.get("cache_coalesced", 0))  # fmt: skip
+        hits = (
+            after.get("cache_hits", 0)
+            + after.get("cache_coalesced", 0)
+            - before.get("cache_hits", 0)
+            - before.get("cache_coalesced", 0)
+        )
         acc = float(np.mean([r["r_tool"] == 1.0 for r in rewards]))
         contamination = (
             float(np.corrcoef(a_tool.numpy(), noise)[0, 1]) if args.sigma > 0 and a_tool.std() > 0 else float("nan")
         )
-        rec = {"step": step, "tool_acc": acc, "r_tool": float(np.mean([r["r_tool"] for r in rewards])),
-               "r_sum": float(np.mean([r["r_sum"] for r in rewards])),
-               "score": float(np.mean([r["score"] for r in rewards])), "contamination": contamination,
-               "sim_calls_per_traj": backend / len(outs), "cache_hits": hits, "seconds": time.perf_counter() - t0,
-               "tool_tokens": int((seg == TOOL).sum()), "summary_tokens": int((seg == SUMMARY).sum())}  # fmt: skip
+        rec = {
+            "step": step,
+            "tool_acc": acc,
+            "r_tool": float(np.mean([r["r_tool"] for r in rewards])),
+            "r_sum": float(np.mean([r["r_sum"] for r in rewards])),
+            "score": float(np.mean([r["score"] for r in rewards])),
+            "contamination": contamination,
+            "sim_calls_per_traj": backend / len(outs),
+            "cache_hits": hits,
+            "seconds": time.perf_counter() - t0,
+            "tool_tokens": int((seg == TOOL).sum()),
+            "summary_tokens": int((seg == SUMMARY).sum()),
+        }
         history.append(rec)
-        print(f"{step:>4} {acc:>8.2f} {rec['r_tool']:>6.2f} {rec['r_sum']:>6.2f} {rec['score']:>6.2f} "
-              f"{contamination:>14.2f} {rec['sim_calls_per_traj']:>14.2f} {hits:>10d} {rec['seconds']:>5.1f}")
+        print(
+            f"{step:>4} {acc:>8.2f} {rec['r_tool']:>6.2f} {rec['r_sum']:>6.2f} {rec['score']:>6.2f} "
+            f"{contamination:>14.2f} {rec['sim_calls_per_traj']:>14.2f} {hits:>10d} {rec['seconds']:>5.1f}"
+        )
 
     event_loop.close()
     import matplotlib
@@ -300,8 +356,12 @@ def main(argv=None) -> dict:
     plt.close(fig)
     total = time.perf_counter() - t_start
     print(f"{args.steps} steps, {len(rows) * args.n} trajectories each, {total:.0f} s; plot saved to {args.plot}")
-    return {"history": history, "seconds": total, "generate_calls": server.generate_calls,
-            "param_change": float(sum((p.detach() - p0).abs().sum() for p, p0 in zip(policy.parameters(), initial)))}
+    return {
+        "history": history,
+        "seconds": total,
+        "generate_calls": server.generate_calls,
+        "param_change": float(sum((p.detach() - p0).abs().sum() for p, p0 in zip(policy.parameters(), initial))),
+    }
 
 
 if __name__ == "__main__":

@@ -45,8 +45,9 @@ def compose(config_name: str, overrides: Sequence[str], return_hydra_config: boo
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
-        return hydra_compose(config_name=config_name, overrides=list(overrides),
-                             return_hydra_config=return_hydra_config)  # fmt: skip
+        return hydra_compose(
+            config_name=config_name, overrides=list(overrides), return_hydra_config=return_hydra_config
+        )
 
 
 def hydra_run_dir(config_name: str, overrides: Sequence[str]) -> str:
@@ -88,17 +89,25 @@ def check_ppo(cfg) -> dict:
     fn = get_adv_estimator_fn(estimator)  # raises for an unregistered name (plugin not installed)
     if estimator in ("slca_grpo", "toolpo", "rltr"):
         # runs the estimator's own settings parser on the composed algorithm section: typos under +algorithm.<name> fail
-        fn(token_level_rewards=torch.zeros(2, 3), response_mask=torch.ones(2, 3), index=np.array(["a", "a"]),
-           config=algo)  # fmt: skip
+        fn(
+            token_level_rewards=torch.zeros(2, 3),
+            response_mask=torch.ones(2, 3),
+            index=np.array(["a", "a"]),
+            config=algo,
+        )
     if estimator in ("gdpo", "gdpo_v1"):
         if not algo.get("gdpo_reward_keys"):
             raise ValueError(f"{estimator} needs +algorithm.gdpo_reward_keys (e.g. [r_tool,r_sum])")
         if estimator == "gdpo" and cfg.trainer.use_v1:
-            raise ValueError("gdpo reads reward keys from non_tensor_batch, which only verl's legacy trainer fills: "
-                             "set trainer.use_v1=false, or use gdpo_v1 with trainer.v1.trainer_mode=slca_sync")
+            raise ValueError(
+                "gdpo reads reward keys from non_tensor_batch, which only verl's legacy trainer fills: "
+                "set trainer.use_v1=false, or use gdpo_v1 with trainer.v1.trainer_mode=slca_sync"
+            )
         if estimator == "gdpo_v1" and not (cfg.trainer.use_v1 and cfg.trainer.v1.trainer_mode == "slca_sync"):
-            raise ValueError("gdpo_v1 gets its reward components from the slca_sync trainer: set trainer.use_v1=true "
-                             "and trainer.v1.trainer_mode=slca_sync")
+            raise ValueError(
+                "gdpo_v1 gets its reward components from the slca_sync trainer: set trainer.use_v1=true "
+                "and trainer.v1.trainer_mode=slca_sync"
+            )
 
     mode = None
     if cfg.trainer.use_v1:
@@ -117,8 +126,9 @@ def check_ppo(cfg) -> dict:
         get_layout(layout)
         if layout != "scalar" and not cfg.trainer.use_v1:
             raise ValueError(f"reward layout '{layout}' needs the v1 trainer; the legacy trainer sees one scalar")
-        expected = {"slca_grpo": "slca_turns" if per_turn else "slca", "toolpo": "toolpo",
-                    "rltr": "rltr"}.get(estimator, "scalar")  # fmt: skip
+        expected = {"slca_grpo": "slca_turns" if per_turn else "slca", "toolpo": "toolpo", "rltr": "rltr"}.get(
+            estimator, "scalar"
+        )
         if layout != expected:
             raise ValueError(
                 f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'"
@@ -133,8 +143,13 @@ def check_ppo(cfg) -> dict:
     tool_path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
     if tool_path and not os.path.isfile(tool_path):
         raise FileNotFoundError(f"actor_rollout_ref.rollout.multi_turn.tool_config_path: no file {tool_path}")
-    return {"adv_estimator": estimator, "trainer_mode": mode, "use_v1": bool(cfg.trainer.use_v1),
-            "reward_layout": layout, "agent_loop": cfg.actor_rollout_ref.rollout.agent.default_agent_loop}  # fmt: skip
+    return {
+        "adv_estimator": estimator,
+        "trainer_mode": mode,
+        "use_v1": bool(cfg.trainer.use_v1),
+        "reward_layout": layout,
+        "agent_loop": cfg.actor_rollout_ref.rollout.agent.default_agent_loop,
+    }
 
 
 def check_sft(cfg) -> dict:
@@ -170,10 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         logger.error("FAILED (%s): %s", type(e).__name__, e)
         return 1
-    logger.info("OK: %s composed with %d overrides and passed the checks: %s", args.config_name, len(args.overrides),
-                summary)  # fmt: skip
-    logger.info("hydra's run folder (its log and .hydra/config.yaml): %s",
-                hydra_run_dir(args.config_name, args.overrides))  # fmt: skip
+    logger.info(
+        "OK: %s composed with %d overrides and passed the checks: %s", args.config_name, len(args.overrides), summary
+    )
+    logger.info(
+        "hydra's run folder (its log and .hydra/config.yaml): %s", hydra_run_dir(args.config_name, args.overrides)
+    )
     return 0
 
 

@@ -29,8 +29,14 @@ AGENT = "slca_tool_agent"
 SGLS_CLASS = "slca_verl.sgls.tool.SGLSTool"
 
 
-def sgls_block(template: str, backend: str, urls: list[str], model: str | None, temperature: float | None,
-               api_key_file: str | None = None) -> dict:  # fmt: skip
+def sgls_block(
+    template: str,
+    backend: str,
+    urls: list[str],
+    model: str | None,
+    temperature: float | None,
+    api_key_file: str | None = None,
+) -> dict:
     with open(template, encoding="utf-8") as f:
         tools = yaml.safe_load(f)["tools"]
     block = next((dict(t["config"]) for t in tools if t.get("class_name") == SGLS_CLASS), None)
@@ -49,9 +55,17 @@ def sgls_block(template: str, backend: str, urls: list[str], model: str | None, 
     return block
 
 
-def build(source: str, template: str, layout: str, backend: str, urls: list[str], model: str | None,
-          temperature: float | None, extra: dict | None = None,
-          api_key_file: str | None = None) -> list[dict]:  # fmt: skip
+def build(
+    source: str,
+    template: str,
+    layout: str,
+    backend: str,
+    urls: list[str],
+    model: str | None,
+    temperature: float | None,
+    extra: dict | None = None,
+    api_key_file: str | None = None,
+) -> list[dict]:
     with open(source, encoding="utf-8") as f:
         entries = yaml.safe_load(f)
     entry = next((e for e in entries if e.get("name") == AGENT), None)
@@ -75,8 +89,13 @@ def main(argv=None) -> int:
     p.add_argument("--sgls-model", default=None)
     p.add_argument("--sgls-temperature", type=float, default=None)
     p.add_argument("--sgls-api-key-file", default=None, help="file holding the simulator servers' API key")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a keyword argument of the agent loop entry (value parsed as YAML); repeatable")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a keyword argument of the agent loop entry (value parsed as YAML); repeatable",
+    )
     args = p.parse_args(argv)
     extra = {}
     for item in args.set:
@@ -89,14 +108,28 @@ def main(argv=None) -> int:
     if args.sgls_backend == "openai" and not urls:
         logger.error("--sgls-backend openai needs --sgls-urls")
         return 1
-    entries = build(args.source, args.sgls_template, args.reward_layout, args.sgls_backend, urls, args.sgls_model,
-                    args.sgls_temperature, extra, args.sgls_api_key_file)  # fmt: skip
+    entries = build(
+        args.source,
+        args.sgls_template,
+        args.reward_layout,
+        args.sgls_backend,
+        urls,
+        args.sgls_model,
+        args.sgls_temperature,
+        extra,
+        args.sgls_api_key_file,
+    )
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(f"# written by recipes/make_run_config.py from {args.source}\n")
         yaml.safe_dump(entries, f, sort_keys=False)
-    logger.info("wrote %s (reward_layout=%s, sgls backend=%s, %d url(s))", args.out, args.reward_layout,
-                args.sgls_backend, len(urls))  # fmt: skip
+    logger.info(
+        "wrote %s (reward_layout=%s, sgls backend=%s, %d url(s))",
+        args.out,
+        args.reward_layout,
+        args.sgls_backend,
+        len(urls),
+    )
     return 0
 
 

@@ -41,9 +41,10 @@ ENGINE_WARNING = re.compile(r"^(\w+) engine is not available\b")
 PLATFORM_LOGGER = "verl.plugin.platform.platform_manager"
 PLATFORM_NOTICES = {
     "no accelerator detected, platform 'nvidia' taken and not available": re.compile(
-        r"^No supported accelerator detected\b|^Platform '\w+' \(\w+\) is registered but not available"),
+        r"^No supported accelerator detected\b|^Platform '\w+' \(\w+\) is registered but not available"
+    ),
     "platform from VERL_PLATFORM": re.compile(r"^Platform override from VERL_PLATFORM\b"),
-}  # fmt: skip
+}
 
 
 class PlatformNoticeFilter(logging.Filter):
@@ -94,8 +95,10 @@ def summary(engines: list[str], dropped: dict[str, int]) -> str:
         parts.append(f"{len(engines)} engines not installed ({', '.join(engines)})")
     parts += [kind for kind in PLATFORM_NOTICES if kind in dropped]
     what = "; ".join(parts) if parts else "nothing to filter"
-    return (f"verl start-up: {len(engines) + sum(dropped.values())} notices filtered: {what} -- expected on a CPU; "
-            "QUIET_VERL=0 shows them (docs/cpu.md)")  # fmt: skip
+    return (
+        f"verl start-up: {len(engines) + sum(dropped.values())} notices filtered: {what} -- expected on a CPU; "
+        "QUIET_VERL=0 shows them (docs/cpu.md)"
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -57,13 +57,18 @@ GPU_EXTRA_FIX = 'pip install -e ".[gpu]" in a fresh venv (README, "GPU install")
 RECIPE_LOGGER = '["console","wandb","file"]'  # run_qwen7b_slca.sh's LOGGER; run_smoke_1gpu.sh: ["console"]
 SFT_LOGGER = '["console","wandb"]'  # run_qwen7b_sft.sh's LOGGER
 SFT_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # run_qwen7b_sft.sh's BASE_MODEL
-SFT_DATA_FIX = ("python -m data_prep.sft --input toucan_toolcall_sft_split_42k.parquet --format sharegpt "
-                "--output_dir data/sft (README, \"Data\"), or set TRAIN_FILES")  # fmt: skip
+SFT_DATA_FIX = (
+    "python -m data_prep.sft --input toucan_toolcall_sft_split_42k.parquet --format sharegpt "
+    '--output_dir data/sft (README, "Data"), or set TRAIN_FILES'
+)
 SMOKE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # run_smoke_1gpu.sh
-SMOKE_DATA_FIX = ("python -m data_prep.xlam --input tests/fixtures/data_prep/xlam_sample.json --output_dir data/smoke "
-                  "--val_ratio 0.25")  # fmt: skip
-RUN_DATA_FIX = ("python -m data_prep.toucan ... --output_dir data/toucan (docs/data_prep.md), "
-                "or set TRAIN_FILES / VAL_FILES")
+SMOKE_DATA_FIX = (
+    "python -m data_prep.xlam --input tests/fixtures/data_prep/xlam_sample.json --output_dir data/smoke "
+    "--val_ratio 0.25"
+)
+RUN_DATA_FIX = (
+    "python -m data_prep.toucan ... --output_dir data/toucan (docs/data_prep.md), or set TRAIN_FILES / VAL_FILES"
+)
 
 
 @dataclass
@@ -117,15 +122,27 @@ def check_torch(expected: str):
         return Check(name, False, f"torch does not import ({type(e).__name__}: {e})", GPU_EXTRA_FIX), None
     version, cuda = torch.__version__, torch.version.cuda
     if cuda is None:
-        return Check(name, False, f"torch {version} is a CPU build (torch.version.cuda is None)",
-                     f"{GPU_EXTRA_FIX}, which brings torch=={expected} (the CUDA build on PyPI)"), torch  # fmt: skip
+        return Check(
+            name,
+            False,
+            f"torch {version} is a CPU build (torch.version.cuda is None)",
+            f"{GPU_EXTRA_FIX}, which brings torch=={expected} (the CUDA build on PyPI)",
+        ), torch
     if not torch.cuda.is_available():
-        return Check(name, False, f"torch {version} (CUDA {cuda}) sees no GPU (torch.cuda.is_available() is False)",
-                     f"check nvidia-smi and CUDA_VISIBLE_DEVICES; CUDA {cuda} needs an NVIDIA driver that supports it "
-                     "(CUDA 13 needs driver 580 or newer)"), torch  # fmt: skip
+        return Check(
+            name,
+            False,
+            f"torch {version} (CUDA {cuda}) sees no GPU (torch.cuda.is_available() is False)",
+            f"check nvidia-smi and CUDA_VISIBLE_DEVICES; CUDA {cuda} needs an NVIDIA driver that supports it "
+            "(CUDA 13 needs driver 580 or newer)",
+        ), torch
     if base_version(version) != expected:
-        return Check(name, False, f"torch {version} (CUDA {cuda}); vLLM and verl[vllm]=={VERL_VERSION} pin {expected}",
-                     GPU_EXTRA_FIX), torch  # fmt: skip
+        return Check(
+            name,
+            False,
+            f"torch {version} (CUDA {cuda}); vLLM and verl[vllm]=={VERL_VERSION} pin {expected}",
+            GPU_EXTRA_FIX,
+        ), torch
     return Check(name, True, f"torch {version}, CUDA {cuda}"), torch
 
 
@@ -136,9 +153,14 @@ def check_gpu_count(torch_module, wanted: int) -> Check:
         found = torch_module.cuda.device_count()
     if found >= wanted:
         return Check(name, True, f"{found} visible, the run uses N_GPUS_PER_NODE={wanted}")
-    return Check(name, False, f"{found} visible, the run uses N_GPUS_PER_NODE={wanted}",
-                 f"run with N_GPUS_PER_NODE={found} (and NNODES to match the budget), or make more GPUs visible"
-                 if found else "no usable CUDA GPU: see the torch line")  # fmt: skip
+    return Check(
+        name,
+        False,
+        f"{found} visible, the run uses N_GPUS_PER_NODE={wanted}",
+        f"run with N_GPUS_PER_NODE={found} (and NNODES to match the budget), or make more GPUs visible"
+        if found
+        else "no usable CUDA GPU: see the torch line",
+    )
 
 
 def check_python(version_info=None) -> Check:
@@ -147,8 +169,12 @@ def check_python(version_info=None) -> Check:
     shown = ".".join(map(str, v))
     if (3, 10) <= v[:2] < (3, 13):
         return Check("python", True, f"Python {shown}")
-    return Check("python", False, f"Python {shown}; verl=={VERL_VERSION} has no release for it (needs >=3.10,<3.13)",
-                 "create the venv with python3.12 (or 3.10 / 3.11): python3.12 -m venv .venv-gpu")  # fmt: skip
+    return Check(
+        "python",
+        False,
+        f"Python {shown}; verl=={VERL_VERSION} has no release for it (needs >=3.10,<3.13)",
+        "create the venv with python3.12 (or 3.10 / 3.11): python3.12 -m venv .venv-gpu",
+    )
 
 
 def nvcc_version() -> tuple[str | None, str | None]:
@@ -223,12 +249,20 @@ def check_plugin() -> Check:
     """``import verl`` loads the ``verl.plugins`` entry points; slca-verl's names must then be in verl's registries."""
     name = "slca_verl plugin"
     if os.environ.get("VERL_USE_EXTERNAL_PLUGINS", "auto").strip().lower() == "none":
-        return Check(name, False, "VERL_USE_EXTERNAL_PLUGINS=none stops verl from loading plugins",
-                     "unset VERL_USE_EXTERNAL_PLUGINS (or list slca_verl in it)")  # fmt: skip
+        return Check(
+            name,
+            False,
+            "VERL_USE_EXTERNAL_PLUGINS=none stops verl from loading plugins",
+            "unset VERL_USE_EXTERNAL_PLUGINS (or list slca_verl in it)",
+        )
     entry_points = [ep.name for ep in importlib.metadata.entry_points(group="verl.plugins")]
     if "slca_verl" not in entry_points:
-        return Check(name, False, "no verl.plugins entry point named slca_verl (slca-verl is not installed here)",
-                     'pip install -e ".[gpu]" from the slca-verl checkout')  # fmt: skip
+        return Check(
+            name,
+            False,
+            "no verl.plugins entry point named slca_verl (slca-verl is not installed here)",
+            'pip install -e ".[gpu]" from the slca-verl checkout',
+        )
     try:
         import verl  # noqa: F401  (loads the plugin)
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
@@ -236,12 +270,19 @@ def check_plugin() -> Check:
         from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
     except Exception as e:
         return Check(name, False, f"verl does not import ({type(e).__name__}: {e})", GPU_EXTRA_FIX)
-    wanted = {"slca_grpo": ADV_ESTIMATOR_REGISTRY, "slca_sync": TRAINER_REGISTRY,
-              "slca_tool_agent": _agent_loop_registry}  # fmt: skip
+    wanted = {
+        "slca_grpo": ADV_ESTIMATOR_REGISTRY,
+        "slca_sync": TRAINER_REGISTRY,
+        "slca_tool_agent": _agent_loop_registry,
+    }
     absent = [key for key, registry in wanted.items() if key not in registry]
     if absent:
-        return Check(name, False, f"not registered with verl: {', '.join(absent)}",
-                     "run `python -c 'import verl'` and read the slca-verl WARNING that names the failing module")
+        return Check(
+            name,
+            False,
+            f"not registered with verl: {', '.join(absent)}",
+            "run `python -c 'import verl'` and read the slca-verl WARNING that names the failing module",
+        )
     return Check(name, True, "slca_grpo, slca_sync and slca_tool_agent are registered with verl")
 
 
@@ -263,8 +304,16 @@ def _failure(url: str, e: Exception) -> str:
     return f"GET {url.rstrip('/')}/models failed ({reason})"
 
 
-def check_server(kind: str, url: str, model: str | None, timeout: float, serve_script: str, env_var: str,
-                 api_key: str | None = None, key_file: str = "") -> Check:  # fmt: skip
+def check_server(
+    kind: str,
+    url: str,
+    model: str | None,
+    timeout: float,
+    serve_script: str,
+    env_var: str,
+    api_key: str | None = None,
+    key_file: str = "",
+) -> Check:
     """Reachable; refuses a request without the key (HTTP 401: nobody else can use our GPUs or poison the
     simulator's cache); with the key (``api_key``, read from ``key_file``) lists ``model``."""
     name = f"{kind} server {url}"
@@ -277,22 +326,38 @@ def check_server(kind: str, url: str, model: str | None, timeout: float, serve_s
     except (urllib.error.URLError, OSError, ValueError) as e:  # refused, timed out, not JSON
         return Check(name, False, _failure(url, e), fix)
     else:
-        return Check(name, False, "answers without an API key: anyone who can reach it can use it",
-                     f"restart it with recipes/{serve_script} (it demands the key in API_KEY_FILE), or `vllm serve "
-                     "--api-key` / VLLM_API_KEY")  # fmt: skip
+        return Check(
+            name,
+            False,
+            "answers without an API key: anyone who can reach it can use it",
+            f"restart it with recipes/{serve_script} (it demands the key in API_KEY_FILE), or `vllm serve "
+            "--api-key` / VLLM_API_KEY",
+        )
     if not api_key:
-        return Check(name, False, f"refuses requests without a key (HTTP 401), and there is no key file ({key_file})",
-                     "set API_KEY_FILE / --api-key-file to the file the serving script wrote (SERVICES_DIR/api_key)")
+        return Check(
+            name,
+            False,
+            f"refuses requests without a key (HTTP 401), and there is no key file ({key_file})",
+            "set API_KEY_FILE / --api-key-file to the file the serving script wrote (SERVICES_DIR/api_key)",
+        )
     try:
         ids = served_models(url, timeout, api_key)
     except (urllib.error.URLError, OSError, ValueError) as e:
         if isinstance(e, urllib.error.HTTPError) and e.code == 401:
-            return Check(name, False, f"refuses the key in {key_file} (HTTP 401)",
-                         "point API_KEY_FILE / --api-key-file at the key this server was started with")
+            return Check(
+                name,
+                False,
+                f"refuses the key in {key_file} (HTTP 401)",
+                "point API_KEY_FILE / --api-key-file at the key this server was started with",
+            )
         return Check(name, False, _failure(url, e), fix)
     if model and model not in ids:
-        return Check(name, False, f"serves {ids or 'no models'}, not {model}",
-                     f"set {kind.upper()}_MODEL / --{kind.lower()}-model to the --served-model-name, or serve {model}")
+        return Check(
+            name,
+            False,
+            f"serves {ids or 'no models'}, not {model}",
+            f"set {kind.upper()}_MODEL / --{kind.lower()}-model to the --served-model-name, or serve {model}",
+        )
     return Check(name, True, f"serves {', '.join(ids) or 'no models'}; refuses requests without the key")
 
 
@@ -347,9 +412,13 @@ def check_model_path(path: str) -> Check:
     if re.fullmatch(r"[\w.-]+/[\w.-]+", path) and not os.path.exists(path):  # a Hub id (the smoke run's model)
         return check_hub_model(path)
     what = "has no config.json" if os.path.isdir(path) else "does not exist"
-    return Check(name, False, f"{path} {what}",
-                 "run recipes/run_qwen7b_sft.sh first, or pass --model-path / MODEL_PATH (a Hugging Face model "
-                 "directory, reachable from every node)")  # fmt: skip
+    return Check(
+        name,
+        False,
+        f"{path} {what}",
+        "run recipes/run_qwen7b_sft.sh first, or pass --model-path / MODEL_PATH (a Hugging Face model "
+        "directory, reachable from every node)",
+    )
 
 
 def check_hub_model(repo: str) -> Check:
@@ -363,10 +432,15 @@ def check_hub_model(repo: str) -> Check:
     if cached:
         return Check(name, True, f"{repo} (Hub model, in the Hugging Face cache)")
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        return Check(name, False, f"{repo} is not in the Hugging Face cache and HF_HUB_OFFLINE is set",
-                     f"hf download {repo} (with Hub access), or MODEL_PATH=<a local model directory>")
-    return Check(name, True,
-                 f"{repo} (Hub model, not cached: downloaded at start; `hf download {repo}` fetches it now)")
+        return Check(
+            name,
+            False,
+            f"{repo} is not in the Hugging Face cache and HF_HUB_OFFLINE is set",
+            f"hf download {repo} (with Hub access), or MODEL_PATH=<a local model directory>",
+        )
+    return Check(
+        name, True, f"{repo} (Hub model, not cached: downloaded at start; `hf download {repo}` fetches it now)"
+    )
 
 
 def check_data(files: list[str], fix: str) -> Check:
@@ -386,10 +460,12 @@ def check_wandb(logger_value: str, env: dict | None = None, home: str | None = N
     mode = env.get("WANDB_MODE", "").strip().lower()
     if mode in ("offline", "disabled", "dryrun"):
         return Check(name, True, f"WANDB_MODE={mode}: no API key needed")
-    fix = ("`wandb login` (or export WANDB_API_KEY on every node); "
-           "or WANDB_MODE=offline (sync later with `wandb sync`); "
-           "or no wandb: LOGGER='[\"console\",\"file\"]' bash recipes/run_qwen7b_slca.sh "
-           "(= trainer.logger=[console,file])")  # fmt: skip
+    fix = (
+        "`wandb login` (or export WANDB_API_KEY on every node); "
+        "or WANDB_MODE=offline (sync later with `wandb sync`); "
+        'or no wandb: LOGGER=\'["console","file"]\' bash recipes/run_qwen7b_slca.sh '
+        "(= trainer.logger=[console,file])"
+    )
     version = dist_version("wandb")
     if version is None:
         return Check(name, False, "trainer.logger uses wandb, which is not installed", f"pip install wandb; {fix}")
@@ -403,16 +479,22 @@ def check_wandb(logger_value: str, env: dict | None = None, home: str | None = N
         entry = None
     if entry and entry[2]:
         return Check(name, True, f"wandb {version}, logged in ({path} holds {host})")
-    return Check(name, False, f"trainer.logger uses wandb {version} without a key (WANDB_API_KEY unset, no {host} in "
-                 f"{path}, WANDB_MODE {mode or 'unset'}): the run dies minutes in with 'No API key configured'",
-                 fix)  # fmt: skip
+    return Check(
+        name,
+        False,
+        f"trainer.logger uses wandb {version} without a key (WANDB_API_KEY unset, no {host} in "
+        f"{path}, WANDB_MODE {mode or 'unset'}): the run dies minutes in with 'No API key configured'",
+        fix,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- cluster
 
 #: what recipes/run_qwen7b_slca.sh forwards to every Ray worker when set (its FORWARD_ENV default)
-FORWARD_ENV = ("VERL_FILE_LOGGER_PATH VERL_PLATFORM VERL_LOGGING_LEVEL WANDB_MODE WANDB_PROJECT WANDB_ENTITY WANDB_DIR "
-               "WANDB_BASE_URL HF_HOME HF_HUB_OFFLINE HF_ENDPOINT TOKENIZERS_PARALLELISM")  # fmt: skip
+FORWARD_ENV = (
+    "VERL_FILE_LOGGER_PATH VERL_PLATFORM VERL_LOGGING_LEVEL WANDB_MODE WANDB_PROJECT WANDB_ENTITY WANDB_DIR "
+    "WANDB_BASE_URL HF_HOME HF_HUB_OFFLINE HF_ENDPOINT TOKENIZERS_PARALLELISM"
+)
 
 
 def node_checks(paths: dict[str, list[str]], logger_value: str, forwarded: dict[str, str]) -> list[Check]:
@@ -422,9 +504,14 @@ def node_checks(paths: dict[str, list[str]], logger_value: str, forwarded: dict[
     out = []
     for what, files in paths.items():
         missing = [f for f in files if f and not os.path.exists(f)]
-        out.append(Check(what, not missing, f"missing {', '.join(missing)}" if missing else ", ".join(files),
-                         "every node reads it: put it on a file system all nodes share (or copy it to the same path "
-                         "on each)"))  # fmt: skip
+        out.append(
+            Check(
+                what,
+                not missing,
+                f"missing {', '.join(missing)}" if missing else ", ".join(files),
+                "every node reads it: put it on a file system all nodes share (or copy it to the same path on each)",
+            )
+        )
     out.append(check_wandb(logger_value, env))
     return out
 
@@ -438,16 +525,26 @@ def check_cluster(address: str, wanted_gpus: int, paths: dict[str, list[str]], l
 
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except Exception as e:  # no ray, or nothing listening at the address
-        return [Check(name, False, f"cannot join it ({type(e).__name__}: {e})",
-                      "`ray start --head` on the head node and `ray start --address <head>:6379` on every other node "
-                      "(README, \"Several nodes\"), then RAY_ADDRESS=auto")]  # fmt: skip
+        return [
+            Check(
+                name,
+                False,
+                f"cannot join it ({type(e).__name__}: {e})",
+                "`ray start --head` on the head node and `ray start --address <head>:6379` on every other node "
+                '(README, "Several nodes"), then RAY_ADDRESS=auto',
+            )
+        ]
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         gpus = int(sum(n["Resources"].get("GPU", 0) for n in nodes))
-        out = [Check(name, gpus >= wanted_gpus,
-                     f"{len(nodes)} node(s), {gpus} GPUs; the run uses NNODES x N_GPUS_PER_NODE = {wanted_gpus}",
-                     "start Ray on every node the run needs (`ray start --address <head>:6379` there), or lower NNODES"
-                     )]  # fmt: skip
+        out = [
+            Check(
+                name,
+                gpus >= wanted_gpus,
+                f"{len(nodes)} node(s), {gpus} GPUs; the run uses NNODES x N_GPUS_PER_NODE = {wanted_gpus}",
+                "start Ray on every node the run needs (`ray start --address <head>:6379` there), or lower NNODES",
+            )
+        ]
         names = (os.environ.get("FORWARD_ENV") or FORWARD_ENV).split()
         forwarded = {k: os.environ[k] for k in names if k in os.environ}
         remote = ray.remote(num_cpus=0)(node_checks)
@@ -455,11 +552,18 @@ def check_cluster(address: str, wanted_gpus: int, paths: dict[str, list[str]], l
             host = node.get("NodeManagerAddress", "?")
             strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
             try:
-                checks = ray.get(remote.options(scheduling_strategy=strategy).remote(paths, logger_value, forwarded),
-                                 timeout=120)  # fmt: skip
+                checks = ray.get(
+                    remote.options(scheduling_strategy=strategy).remote(paths, logger_value, forwarded), timeout=120
+                )
             except Exception as e:  # the node cannot run a Python task of this environment
-                checks = [Check("worker", False, f"a task there failed ({type(e).__name__}: {e})",
-                                "install this environment (same Python, same packages) on that node")]  # fmt: skip
+                checks = [
+                    Check(
+                        "worker",
+                        False,
+                        f"a task there failed ({type(e).__name__}: {e})",
+                        "install this environment (same Python, same packages) on that node",
+                    )
+                ]
             for c in checks:
                 c.name = f"node {host} {c.name}"
             out += checks
@@ -473,35 +577,71 @@ def check_cluster(address: str, wanted_gpus: int, paths: dict[str, list[str]], l
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--smoke", action="store_true",
-                   help="check what recipes/run_smoke_1gpu.sh needs: 1 GPU, no servers, its Hub model and data, "
-                        "logger console")  # fmt: skip
-    p.add_argument("--sft", action="store_true",
-                   help="check what recipes/run_qwen7b_sft.sh needs: GPUs, flash-attn (or ATTN=sdpa), verl, the base "
-                        "model, the SFT data, wandb; no servers, no vLLM")  # fmt: skip
-    p.add_argument("--device", choices=["cuda", "cpu"], default=os.environ.get("DEVICE") or "cuda",
-                   help="cpu: the CPU rehearsal (DEVICE=cpu); no CUDA, GPU, flash-attn or vLLM checks")
-    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS") or None,
-                   help="a Ray cluster to check node by node (default: RAY_ADDRESS)")
-    p.add_argument("--nnodes", type=int, default=int(os.environ.get("NNODES") or 1),
-                   help="nodes of the run (default: NNODES, else 1)")
-    p.add_argument("--gpus-per-node", type=int, default=None,
-                   help="GPUs the run uses on this node (default: N_GPUS_PER_NODE, else 8; --smoke: 1)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check what recipes/run_smoke_1gpu.sh needs: 1 GPU, no servers, its Hub model and data, logger console",
+    )
+    p.add_argument(
+        "--sft",
+        action="store_true",
+        help="check what recipes/run_qwen7b_sft.sh needs: GPUs, flash-attn (or ATTN=sdpa), verl, the base "
+        "model, the SFT data, wandb; no servers, no vLLM",
+    )
+    p.add_argument(
+        "--device",
+        choices=["cuda", "cpu"],
+        default=os.environ.get("DEVICE") or "cuda",
+        help="cpu: the CPU rehearsal (DEVICE=cpu); no CUDA, GPU, flash-attn or vLLM checks",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=os.environ.get("RAY_ADDRESS") or None,
+        help="a Ray cluster to check node by node (default: RAY_ADDRESS)",
+    )
+    p.add_argument(
+        "--nnodes",
+        type=int,
+        default=int(os.environ.get("NNODES") or 1),
+        help="nodes of the run (default: NNODES, else 1)",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="GPUs the run uses on this node (default: N_GPUS_PER_NODE, else 8; --smoke: 1)",
+    )
     p.add_argument("--sgls-urls", default=None, help="comma-separated simulator base URLs (…/v1)")
     p.add_argument("--judge-urls", default=None, help="comma-separated judge base URLs (…/v1)")
-    p.add_argument("--sgls-model", default=os.environ.get("SGLS_MODEL") or DEFAULT_SGLS_MODEL,
-                   help="model id the simulator must serve ('' to accept any)")
-    p.add_argument("--judge-model", default=os.environ.get("JUDGE_MODEL") or DEFAULT_JUDGE_MODEL,
-                   help="model id the judge must serve ('' to accept any)")
-    p.add_argument("--api-key-file", default=None,
-                   help="the servers' API key file (default: API_KEY_FILE, else SERVICES_DIR/api_key)")
+    p.add_argument(
+        "--sgls-model",
+        default=os.environ.get("SGLS_MODEL") or DEFAULT_SGLS_MODEL,
+        help="model id the simulator must serve ('' to accept any)",
+    )
+    p.add_argument(
+        "--judge-model",
+        default=os.environ.get("JUDGE_MODEL") or DEFAULT_JUDGE_MODEL,
+        help="model id the judge must serve ('' to accept any)",
+    )
+    p.add_argument(
+        "--api-key-file",
+        default=None,
+        help="the servers' API key file (default: API_KEY_FILE, else SERVICES_DIR/api_key)",
+    )
     p.add_argument("--no-servers", action="store_true", help="skip the simulator and judge checks")
     p.add_argument("--timeout", type=float, default=3.0, help="seconds per server request")
     p.add_argument("--model-path", default=None, help="policy checkpoint (default: MODEL_PATH, else newest SFT)")
-    p.add_argument("--attn", default=os.environ.get("ATTN") or "flash_attention_2",
-                   choices=["flash_attention_2", "sdpa"], help="the recipe's ATTN (sdpa: no flash-attn needed)")
-    p.add_argument("--logger", default=None,
-                   help=f"the run's trainer.logger (default: LOGGER, else {RECIPE_LOGGER}; --smoke: [\"console\"])")
+    p.add_argument(
+        "--attn",
+        default=os.environ.get("ATTN") or "flash_attention_2",
+        choices=["flash_attention_2", "sdpa"],
+        help="the recipe's ATTN (sdpa: no flash-attn needed)",
+    )
+    p.add_argument(
+        "--logger",
+        default=None,
+        help=f'the run\'s trainer.logger (default: LOGGER, else {RECIPE_LOGGER}; --smoke: ["console"])',
+    )
     args = p.parse_args(argv)
     if args.gpus_per_node is None:
         args.gpus_per_node = 1 if args.smoke else int(os.environ.get("N_GPUS_PER_NODE") or 8)
@@ -519,16 +659,36 @@ def server_checks(args: argparse.Namespace) -> list[Check]:
     if args.sft:
         return [Check("servers", None, "--sft: SFT needs no simulator or judge")]
     if args.smoke:
-        return [Check("SGLS server", None, "--smoke: offline SGLS backend"),
-                Check("Judge server", None, "--smoke: offline proxy judge")]  # fmt: skip
+        return [
+            Check("SGLS server", None, "--smoke: offline SGLS backend"),
+            Check("Judge server", None, "--smoke: offline proxy judge"),
+        ]
     key_file = args.api_key_file or os.environ.get("API_KEY_FILE") or os.path.join(services_dir(), "api_key")
     api_key = read_key(key_file)
     services = [
-        ("SGLS", args.sgls_urls, "SGLS_URLS", "sgls_urls", "http://127.0.0.1:8000/v1", args.sgls_model,
-         "serve_sgls.sh", os.environ.get("SGLS_BACKEND", "openai") != "openai", "SGLS_BACKEND is not openai"),
-        ("Judge", args.judge_urls, "JUDGE_URLS", "judge_urls", "http://127.0.0.1:8016/v1", args.judge_model,
-         "serve_judge.sh", os.environ.get("JUDGE", "llm") != "llm", "JUDGE is not llm"),
-    ]  # fmt: skip
+        (
+            "SGLS",
+            args.sgls_urls,
+            "SGLS_URLS",
+            "sgls_urls",
+            "http://127.0.0.1:8000/v1",
+            args.sgls_model,
+            "serve_sgls.sh",
+            os.environ.get("SGLS_BACKEND", "openai") != "openai",
+            "SGLS_BACKEND is not openai",
+        ),
+        (
+            "Judge",
+            args.judge_urls,
+            "JUDGE_URLS",
+            "judge_urls",
+            "http://127.0.0.1:8016/v1",
+            args.judge_model,
+            "serve_judge.sh",
+            os.environ.get("JUDGE", "llm") != "llm",
+            "JUDGE is not llm",
+        ),
+    ]
     for kind, urls, env_var, file_name, fallback, model, script, not_used, why in services:
         if args.no_servers or (urls is None and not_used):
             out.append(Check(f"{kind} server", None, "--no-servers" if args.no_servers else why))
@@ -570,8 +730,12 @@ def run_checks(args: argparse.Namespace) -> list[Check]:
         checks = [check_python(), Check("GPU software", None, "--device cpu: no CUDA, GPU, flash-attn or vLLM checks")]
     else:
         torch_check, torch_module = check_torch(pins["torch"])
-        checks = [check_python(), torch_check, check_gpu_count(torch_module, args.gpus_per_node),
-                  check_flash_attn(pins["flash-attn"], torch_module, args.attn)]  # fmt: skip
+        checks = [
+            check_python(),
+            torch_check,
+            check_gpu_count(torch_module, args.gpus_per_node),
+            check_flash_attn(pins["flash-attn"], torch_module, args.attn),
+        ]
         checks += [] if args.sft else [check_vllm(pins["vllm"])]
     checks += [check_verl(), check_plugin()]
     checks += server_checks(args)
@@ -580,8 +744,11 @@ def run_checks(args: argparse.Namespace) -> list[Check]:
     checks += [check_model_path(model), data_check(args), check_wandb(args.logger)]
     if args.ray_address and not args.sft:  # the SFT recipe runs torchrun on each node, not Ray
         key_file = args.api_key_file or os.environ.get("API_KEY_FILE") or os.path.join(services_dir(), "api_key")
-        paths = {"model path": [] if re.fullmatch(r"[\w.-]+/[\w.-]+", model) and not os.path.exists(model) else [model],
-                 "data": files, "API key file": [key_file] if os.path.exists(key_file) else []}  # fmt: skip
+        paths = {
+            "model path": [] if re.fullmatch(r"[\w.-]+/[\w.-]+", model) and not os.path.exists(model) else [model],
+            "data": files,
+            "API key file": [key_file] if os.path.exists(key_file) else [],
+        }
         checks += check_cluster(args.ray_address, args.nnodes * args.gpus_per_node, paths, args.logger)
     return checks
 
@@ -601,8 +768,13 @@ def report(checks: list[Check], out=None, recipe: str = "recipes/run_qwen7b_slca
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    recipe = ("recipes/run_smoke_1gpu.sh" if args.smoke else "recipes/run_qwen7b_sft.sh" if args.sft
-              else "recipes/run_qwen7b_slca.sh")  # fmt: skip
+    recipe = (
+        "recipes/run_smoke_1gpu.sh"
+        if args.smoke
+        else "recipes/run_qwen7b_sft.sh"
+        if args.sft
+        else "recipes/run_qwen7b_slca.sh"
+    )
     return report(run_checks(args), recipe=recipe)
 
 

@@ -277,19 +277,28 @@ def compute_gdpo_v1_advantage(
     """
     components = _GDPO_COMPONENTS.get()
     if components is None:
-        raise RuntimeError(f"{GDPO_V1}: the reward components come from the slca_sync trainer; set "
-                           "trainer.v1.trainer_mode=slca_sync (or use verl's gdpo on the legacy trainer)")
+        raise RuntimeError(
+            f"{GDPO_V1}: the reward components come from the slca_sync trainer; set "
+            "trainer.v1.trainer_mode=slca_sync (or use verl's gdpo on the legacy trainer)"
+        )
     keys = list(config.get("gdpo_reward_keys", None) or []) if config is not None else []
     if not keys:
-        raise ValueError(f"{GDPO_V1} needs algorithm.gdpo_reward_keys, "
-                         "e.g. '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'")
+        raise ValueError(
+            f"{GDPO_V1} needs algorithm.gdpo_reward_keys, e.g. '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'"
+        )
     missing = [k for k in keys if k not in components]
     if missing:
-        raise ValueError(f"{GDPO_V1}: algorithm.gdpo_reward_keys {missing} are not in the rows' reward extra info "
-                         f"(it has {sorted(components)})")
+        raise ValueError(
+            f"{GDPO_V1}: algorithm.gdpo_reward_keys {missing} are not in the rows' reward extra info "
+            f"(it has {sorted(components)})"
+        )
     bs, L = response_mask.shape
     batch = {"prompts": torch.zeros(bs, 0, dtype=torch.long), "attention_mask": torch.ones(bs, L, dtype=torch.long)}
     return compute_gdpo_outcome_advantage(
-        token_level_rewards=token_level_rewards, response_mask=response_mask, index=index, config=config,
-        non_tensor_batch={k: np.asarray(components[k], dtype=np.float32) for k in keys}, batch=batch,
+        token_level_rewards=token_level_rewards,
+        response_mask=response_mask,
+        index=index,
+        config=config,
+        non_tensor_batch={k: np.asarray(components[k], dtype=np.float32) for k in keys},
+        batch=batch,
     )

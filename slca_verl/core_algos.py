@@ -140,8 +140,15 @@ def estimator_settings(config: Any, estimator: str, section: str, known: dict) -
     return out
 
 
-SLCA_DEFAULTS = {"lambda_tool": 1.0, "lambda_sum": 1.0, "epsilon": 1e-6, "abstention_credit": False,
-                 "kernel": ("auto", "torch"), "credit": ("segment", "turn"), "turn_min_pool": 0.0}
+SLCA_DEFAULTS = {
+    "lambda_tool": 1.0,
+    "lambda_sum": 1.0,
+    "epsilon": 1e-6,
+    "abstention_credit": False,
+    "kernel": ("auto", "torch"),
+    "credit": ("segment", "turn"),
+    "turn_min_pool": 0.0,
+}
 
 
 def slca_settings(config: Any) -> dict:
@@ -371,13 +378,15 @@ def _fused_advantages(module, token_level_rewards, response_mask, index, segment
     ids = torch.empty(0, dtype=torch.int8) if segment_ids is None else segment_ids.to(torch.int8).contiguous()
     if mode and segment_ids.dtype != torch.int8 and bool(((segment_ids < 0) | (segment_ids > 127)).any()):
         # the int8 copy would wrap such ids into valid ones
-        segments.fill_masks_from_ids(segment_ids.to(torch.float32), mask.to(torch.float32),
-                                     torch.empty(segment_ids.shape))  # raises the torch path's error
+        segments.fill_masks_from_ids(
+            segment_ids.to(torch.float32), mask.to(torch.float32), torch.empty(segment_ids.shape)
+        )  # raises the torch path's error
     r_tool, r_sum, has_tool, has_sum, start1, off, bad, n_tool, n_sum = module.pass1(rewards, mask, ids, mode)
     if bool(bad.any()):  # the same errors as the torch path, from its own check on the offending rows
         rows = bad.bool().nonzero().flatten()
-        segments.fill_masks_from_ids(ids[rows].to(torch.float32), mask[rows].to(torch.float32),
-                                     torch.empty(len(rows), ids.shape[1]))
+        segments.fill_masks_from_ids(
+            ids[rows].to(torch.float32), mask[rows].to(torch.float32), torch.empty(len(rows), ids.shape[1])
+        )
         raise ValueError(f"slca_grpo: explicit segment ids are invalid in rows {rows[:5].tolist()}")  # (not reached)
     total = rewards.sum(dim=-1)  # (bs,): NaN/inf anywhere in a row shows here (or a float32 overflow)
     if not bool(torch.isfinite(total).all()) and token_level_rewards.is_floating_point():
@@ -439,9 +448,18 @@ def _with_turn_credit(advantages, token_level_rewards, response_mask, index, seg
     gidx, num_groups = group_index(index, advantages.device)
     stats = _STATS.get()
     return turn_credit.per_turn_advantages(
-        advantages, token_level_rewards, tool.bool(), summary.bool(), gidx, num_groups, cfg["epsilon"],
-        cfg["norm_adv_by_std_in_grpo"], cfg["lambda_tool"], int(cfg["turn_min_pool"]),
-        record=stats.update if stats is not None else None)
+        advantages,
+        token_level_rewards,
+        tool.bool(),
+        summary.bool(),
+        gidx,
+        num_groups,
+        cfg["epsilon"],
+        cfg["norm_adv_by_std_in_grpo"],
+        cfg["lambda_tool"],
+        int(cfg["turn_min_pool"]),
+        record=stats.update if stats is not None else None,
+    )
 
 
 @register_adv_est("slca_grpo")
@@ -550,8 +568,9 @@ def compute_slca_grpo_advantage(
             torch.sub(tool, summary, out=advantages[a:b])
 
         # a NaN/inf in a row reaches both sums; so does a float32 overflow of finite rewards (then float64 sums)
-        r_tool, r_sum = finite_segment_rewards("slca_grpo", token_level_rewards, r_tool, r_sum, response_mask,
-                                               segment_ids)
+        r_tool, r_sum = finite_segment_rewards(
+            "slca_grpo", token_level_rewards, r_tool, r_sum, response_mask, segment_ids
+        )
         a_tool, a_sum = _segment_advantages(r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg)
         a_tool, a_sum = a_tool.float(), a_sum.float()
 
@@ -567,4 +586,3 @@ def compute_slca_grpo_advantage(
         advantages = advantages.to(advantage_dtype(token_level_rewards, response_mask))  # never truncated to int
         advantages = _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg)
     return advantages, advantages
-

@@ -50,11 +50,18 @@ def load() -> Optional[Any]:
             from torch.utils.cpp_extension import load as build
 
             isa = _isa()
-            module = build(name=f"{_NAME}_{isa.lower()}", sources=[_SOURCE],
-                           extra_cflags=_CFLAGS + _ISA_FLAGS.get(isa, []), verbose=False)
+            module = build(
+                name=f"{_NAME}_{isa.lower()}",
+                sources=[_SOURCE],
+                extra_cflags=_CFLAGS + _ISA_FLAGS.get(isa, []),
+                verbose=False,
+            )
         except Exception as e:  # no compiler / ninja, a build error: the torch path serves
-            logger.warning("slca_grpo: the fused CPU kernel could not be built (%s: %s); using the torch path",
-                           type(e).__name__, str(e).strip().splitlines()[-1][:300] if str(e).strip() else "")
+            logger.warning(
+                "slca_grpo: the fused CPU kernel could not be built (%s: %s); using the torch path",
+                type(e).__name__,
+                str(e).strip().splitlines()[-1][:300] if str(e).strip() else "",
+            )
         _STATE["module"] = module
         return module
 

@@ -35,7 +35,8 @@ def progress_line(what: str, done: int, total: int | None, elapsed_s: float, det
     pct = 100 * min(done, total) // total
     left = time_left_s(done, total, elapsed_s)
     return f"{what} {min(done, total)}/{total} ({pct} %){extra}, " + (
-        "time left unknown yet" if left is None else f"{duration(left)} left")
+        "time left unknown yet" if left is None else f"{duration(left)} left"
+    )
 
 
 def cli_logging(fmt: str = "%(name)s: %(message)s") -> None:

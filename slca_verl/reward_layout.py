@@ -149,7 +149,7 @@ def slca_turns_layout(segment_ids: torch.Tensor, reward: dict) -> tuple[torch.Te
     if steps is None or not runs:
         return slca_layout(segment_ids, reward)
     rm = torch.zeros(len(segment_ids), dtype=torch.float32)
-    dropped = sum(steps[len(runs):])
+    dropped = sum(steps[len(runs) :])
     for (_, end), r in zip(runs, steps):
         place(rm, end - 1, r)
     dropped += place(rm, summary_index(segment_ids, reward["r_sum"]), reward["r_sum"])

@@ -38,12 +38,16 @@ class WholeDialogueSFTDataset(MultiTurnSFTDataset):
 
     def __init__(self, parquet_files, tokenizer, config, processor=None, max_samples: int = -1):
         if processor is not None:
-            raise ValueError("data.custom_cls=WholeDialogueSFTDataset reads text dialogues only; for images or videos "
-                             "unset data.custom_cls.path (verl's MultiTurnSFTDataset)")  # fmt: skip
+            raise ValueError(
+                "data.custom_cls=WholeDialogueSFTDataset reads text dialogues only; for images or videos "
+                "unset data.custom_cls.path (verl's MultiTurnSFTDataset)"
+            )
         if not is_chatml(tokenizer):
-            raise ValueError("data.custom_cls=WholeDialogueSFTDataset labels ChatML assistant turns (<|im_start|>"
-                             "assistant ... <|im_end|>, the Qwen templates); this tokenizer's chat template writes "
-                             "none: unset data.custom_cls.path to use verl's MultiTurnSFTDataset")  # fmt: skip
+            raise ValueError(
+                "data.custom_cls=WholeDialogueSFTDataset labels ChatML assistant turns (<|im_start|>"
+                "assistant ... <|im_end|>, the Qwen templates); this tokenizer's chat template writes "
+                "none: unset data.custom_cls.path to use verl's MultiTurnSFTDataset"
+            )
         super().__init__(parquet_files, tokenizer, config, processor=processor, max_samples=max_samples)
 
     def __getitem__(self, item):

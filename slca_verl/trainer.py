@@ -97,8 +97,9 @@ class SLCASyncTrainer(PPOTrainerSync):
         (HierR's ``judge_noise``, from ``reward_kwargs.judge_noise_sigma``). The leak SLCA-GRPO removes: GRPO's
         tool tokens carry the noisy total, so the correlation is high; segment-locked credit keeps it near 0.
         Rows without segment ids (another agent loop) give no metric."""
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
-                               select_fields=["advantages", SEGMENT_IDS_FIELD])
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", SEGMENT_IDS_FIELD]
+        )
         if SEGMENT_IDS_FIELD not in data.keys():  # TransferQueue drops a field some rows lack
             return {}
         padded = data.to_padded_tensor()

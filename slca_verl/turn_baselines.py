@@ -57,8 +57,14 @@ def turn_index_zscores(r, n_turns, gidx, num_groups, epsilon, norm_by_std) -> to
     bs, horizon = r.shape
     cols = torch.arange(horizon, device=r.device)
     reached = cols.unsqueeze(0) < n_turns.unsqueeze(1)  # (bs, H)
-    return group_zscore(r.reshape(-1), reached.reshape(-1), (gidx.unsqueeze(1) * horizon + cols).reshape(-1),
-                        num_groups * horizon, epsilon, norm_by_std).reshape(bs, horizon)  # fmt: skip
+    return group_zscore(
+        r.reshape(-1),
+        reached.reshape(-1),
+        (gidx.unsqueeze(1) * horizon + cols).reshape(-1),
+        num_groups * horizon,
+        epsilon,
+        norm_by_std,
+    ).reshape(bs, horizon)
 
 
 def _empty(token_level_rewards, response_mask):
@@ -121,8 +127,9 @@ def compute_gigpo_advantage(
         bs, horizon = r.shape
         gidx, num_groups = group_index(index, r.device)
         norm, eps, gamma = cfg["mode"] == "mean_std_norm", cfg["epsilon"], cfg["gamma"]
-        a_ep = group_zscore((r.sum(dim=1) + r_sum), torch.ones(bs, dtype=torch.bool, device=r.device), gidx,
-                            num_groups, eps, norm)  # fmt: skip
+        a_ep = group_zscore(
+            (r.sum(dim=1) + r_sum), torch.ones(bs, dtype=torch.bool, device=r.device), gidx, num_groups, eps, norm
+        )
         # G_{i,d}, d = 0..H: the reply's reward, then the turns' rewards, discounted back to each state
         G = torch.zeros(bs, horizon + 1, dtype=torch.float64, device=r.device)
         G[torch.arange(bs), n_turns] = r_sum
@@ -133,8 +140,9 @@ def compute_gigpo_advantage(
         flat = keys[made]
         a_step = torch.zeros_like(G)
         if flat.numel():
-            a_step[made] = group_zscore(G[made], torch.ones_like(flat, dtype=torch.bool), flat, int(flat.max()) + 1,
-                                        eps, norm)  # fmt: skip
+            a_step[made] = group_zscore(
+                G[made], torch.ones_like(flat, dtype=torch.bool), flat, int(flat.max()) + 1, eps, norm
+            )
         a_step = cfg["step_weight"] * a_step
         on_reply = a_step.gather(1, n_turns.unsqueeze(1)).squeeze(1) * replied
         adv = _place(turn, summary, a_step[:, :horizon], on_reply, a_ep, token_level_rewards, response_mask)
@@ -194,9 +202,22 @@ def compute_mt_grpo_advantage(
         bs = r.shape[0]
         gidx, num_groups = group_index(index, r.device)
         eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
-        a_out = group_zscore(token_level_rewards.double().sum(dim=-1), torch.ones(bs, dtype=torch.bool,
-                             device=r.device), gidx, num_groups, eps, norm)  # fmt: skip
+        a_out = group_zscore(
+            token_level_rewards.double().sum(dim=-1),
+            torch.ones(bs, dtype=torch.bool, device=r.device),
+            gidx,
+            num_groups,
+            eps,
+            norm,
+        )
         a_turn = turn_index_zscores(r, n_turns, gidx, num_groups, eps, norm)
-        adv = _place(turn, summary, cfg["turn_weight"] * a_turn, torch.zeros_like(a_out), a_out, token_level_rewards,
-                     response_mask)  # fmt: skip
+        adv = _place(
+            turn,
+            summary,
+            cfg["turn_weight"] * a_turn,
+            torch.zeros_like(a_out),
+            a_out,
+            token_level_rewards,
+            response_mask,
+        )
     return adv, adv

@@ -75,8 +75,15 @@ def decisions(n_turns: torch.Tensor, replied: torch.Tensor, horizon: int) -> tor
     return (d < k) | ((d == k) & replied.unsqueeze(1))
 
 
-def decision_advantages(G: torch.Tensor, made: torch.Tensor, gidx: torch.Tensor, num_groups: int, epsilon: float,
-                        norm_by_std: bool, min_pool: int = 0) -> torch.Tensor:  # fmt: skip
+def decision_advantages(
+    G: torch.Tensor,
+    made: torch.Tensor,
+    gidx: torch.Tensor,
+    num_groups: int,
+    epsilon: float,
+    norm_by_std: bool,
+    min_pool: int = 0,
+) -> torch.Tensor:
     """(bs, H + 1) float64: D_{i,d} / (s_g + eps) (module docstring) on the decisions ``made``, 0 elsewhere.
 
     Args:
@@ -102,8 +109,19 @@ def decision_advantages(G: torch.Tensor, made: torch.Tensor, gidx: torch.Tensor,
     return D / (scale[gidx].unsqueeze(1) + epsilon)
 
 
-def per_turn_advantages(segment_adv, rewards, tool, summary, gidx, num_groups, epsilon, norm_by_std, lambda_tool,
-                        min_pool: int = 0, record=None) -> torch.Tensor:  # fmt: skip
+def per_turn_advantages(
+    segment_adv,
+    rewards,
+    tool,
+    summary,
+    gidx,
+    num_groups,
+    epsilon,
+    norm_by_std,
+    lambda_tool,
+    min_pool: int = 0,
+    record=None,
+) -> torch.Tensor:
     """``slca_grpo``'s advantages with per-turn execution credit (module docstring).
 
     Args:
@@ -125,8 +143,7 @@ def per_turn_advantages(segment_adv, rewards, tool, summary, gidx, num_groups, e
     replied = summary.any(dim=-1) if summary.numel() else torch.zeros(bs, dtype=torch.bool, device=turn.device)
     r = turn_rewards(rewards.double(), turn, max(horizon, 1))[:, :horizon]  # (bs, H), 0 past K_i
     made = decisions(n_turns, replied, horizon)  # (bs, H + 1)
-    adv = lambda_tool * decision_advantages(returns_to_go(r), made, gidx, num_groups, epsilon, norm_by_std,
-                                            min_pool)  # fmt: skip
+    adv = lambda_tool * decision_advantages(returns_to_go(r), made, gidx, num_groups, epsilon, norm_by_std, min_pool)
     a_tok = adv.gather(1, (turn - 1).clamp_min(0)).to(segment_adv.dtype)  # A_{i,k-1} on turn k's tokens
     out = torch.where(turn > 0, a_tok, torch.where(summary, segment_adv, torch.zeros_like(segment_adv)))
     stop = adv.gather(1, n_turns.unsqueeze(1)).to(segment_adv.dtype)  # (bs, 1): A_{i,K_i}, 0 if not replied

@@ -73,8 +73,9 @@ class ScriptedServer:
         n = self.turn[request_id]
         self.turn[request_id] += 1
         text = self.scripts[key][n]
-        ids = (self.tokenizer.encode(text, add_special_tokens=False)
-               + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")])
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [
+            self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        ]
         return TokenOutput(token_ids=ids, num_preempted=0)
 
 
@@ -206,8 +207,9 @@ async def reward_layout(out, row):
     extra_info = {**row["extra_info"], **out.extra_fields}
     from slca_verl.agent_loop.reward import compute_score
 
-    reward = await compute_score(row["data_source"], "", row["reward_model"]["ground_truth"], extra_info,
-                                 judge="offline_proxy")
+    reward = await compute_score(
+        row["data_source"], "", row["reward_model"]["ground_truth"], extra_info, judge="offline_proxy"
+    )
     out.reward_score = reward["score"]
     out.extra_fields["reward_extra_info"] = reward
     return reward, out.as_dict()

@@ -97,8 +97,9 @@ def vllm():
     """``(base_url, served model name)`` of the real vLLM CPU server of the integration tier: ``.vllm_cpu_url`` at the
     repo root, written by ``scripts/vllm_cpu_serve.sh``. Absent -> skip; present but not answering -> failure."""
     if not VLLM_URL_FILE.exists():
-        pytest.skip("no vLLM CPU server: run scripts/vllm_cpu_setup.sh && scripts/vllm_cpu_serve.sh "
-                    "(writes .vllm_cpu_url)")
+        pytest.skip(
+            "no vLLM CPU server: run scripts/vllm_cpu_setup.sh && scripts/vllm_cpu_serve.sh (writes .vllm_cpu_url)"
+        )
     url = VLLM_URL_FILE.read_text().strip().splitlines()[0].rstrip("/")
     url = url if url.endswith("/v1") else url + "/v1"
     try:
@@ -121,7 +122,9 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--inject-fault", default=None, choices=("sign", "to_summary"),
+        "--inject-fault",
+        default=None,
+        choices=("sign", "to_summary"),
         help="run tests/test_main_ppo_cpu.py's main_ppo run with a routing fault of tests/fault_injection.py "
-             "injected into slca_grpo (its learning test must then fail)",
-    )  # fmt: skip
+        "injected into slca_grpo (its learning test must then fail)",
+    )

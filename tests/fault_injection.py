@@ -42,8 +42,9 @@ def _install(fault: str) -> None:
     real = verl_core_algos.ADV_ESTIMATOR_REGISTRY["slca_grpo"]
 
     def faulty(token_level_rewards, response_mask, index, config=None, segment_ids=None, **kwargs):
-        advantages, _ = real(token_level_rewards, response_mask, index, config=config, segment_ids=segment_ids,
-                             **kwargs)  # fmt: skip
+        advantages, _ = real(
+            token_level_rewards, response_mask, index, config=config, segment_ids=segment_ids, **kwargs
+        )
         ids = explicit_segment_ids("slca_grpo", response_mask, segment_ids)
         broken = break_advantages(advantages, ids, fault) if ids is not None else advantages
         return broken, broken

@@ -11,12 +11,21 @@ RECIPE = os.path.join(REPO, "recipes", "run_cpu_tiny_slca.sh")
 STEPS = 2
 
 
-def run_recipe(out_root: str, timeout: int = 1500, args: tuple[str, ...] = (), **env,
-               ) -> tuple[subprocess.CompletedProcess, str]:  # fmt: skip
+def run_recipe(
+    out_root: str,
+    timeout: int = 1500,
+    args: tuple[str, ...] = (),
+    **env,
+) -> tuple[subprocess.CompletedProcess, str]:
     """Run the CPU recipe for STEPS steps into ``out_root`` (``args``: hydra overrides after the recipe's own);
     returns (process, output dir)."""
-    env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "TOTAL_TRAINING_STEPS": str(STEPS),
-           "RUN_ROOT": out_root, "EXPERIMENT_NAME": "test_run", **env}  # fmt: skip
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"},
+        "TOTAL_TRAINING_STEPS": str(STEPS),
+        "RUN_ROOT": out_root,
+        "EXPERIMENT_NAME": "test_run",
+        **env,
+    }
     proc = subproc.run(["bash", RECIPE, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     return proc, os.path.join(out_root, env["EXPERIMENT_NAME"])
 

@@ -57,8 +57,9 @@ def dead_url() -> str:
 
 
 class ScriptedServer:
-    def __init__(self, handler: Callable[[dict, int], Any] | None = None, delay_s: float = 0.0,
-                 api_key: str | None = None):  # fmt: skip
+    def __init__(
+        self, handler: Callable[[dict, int], Any] | None = None, delay_s: float = 0.0, api_key: str | None = None
+    ):
         self.handler = handler or (lambda req, n: Reply())
         self.delay_s = delay_s
         self.api_key = api_key  # set: like `vllm serve --api-key`, 401 unless "Authorization: Bearer <key>"
@@ -98,8 +99,13 @@ class ScriptedServer:
         if delay > 0:
             await asyncio.sleep(delay)
         if reply.raw is not None:
-            return web.Response(status=reply.status, body=reply.raw, content_type="application/json",
-                                charset="utf-8", headers=reply.headers)  # fmt: skip
+            return web.Response(
+                status=reply.status,
+                body=reply.raw,
+                content_type="application/json",
+                charset="utf-8",
+                headers=reply.headers,
+            )
         body = reply.body if reply.body is not None else completion_body(reply.content, reply.finish_reason)
         return web.Response(status=reply.status, text=body, content_type="application/json", headers=reply.headers)
 

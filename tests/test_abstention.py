@@ -63,8 +63,11 @@ def advantages(rewards, ids, credit: bool):
     mask = (seg != O).to(torch.float32)
     config = {"slca": {"abstention_credit": credit}}
     adv, _ = get_adv_estimator_fn("slca_grpo")(
-        token_level_rewards=token_rewards, response_mask=mask, index=np.array(["g"] * len(rows), dtype=object),
-        config=config, segment_ids=seg,
+        token_level_rewards=token_rewards,
+        response_mask=mask,
+        index=np.array(["g"] * len(rows), dtype=object),
+        config=config,
+        segment_ids=seg,
     )
     return adv, token_rewards
 
@@ -143,8 +146,12 @@ def test_with_abstention_credit_off_the_estimator_output_is_bit_identical_to_the
     r = rewards([0.0, 0.0, 0.75, 0.25])
     seg = torch.tensor(IDS, dtype=torch.int8)
     token_rewards = torch.stack([get_layout("slca")(s, x)[0] for s, x in zip(seg, r)])
-    kwargs = dict(token_level_rewards=token_rewards, response_mask=(seg != O).float(),
-                  index=np.array(["g"] * 4, dtype=object), segment_ids=seg)  # fmt: skip
+    kwargs = dict(
+        token_level_rewards=token_rewards,
+        response_mask=(seg != O).float(),
+        index=np.array(["g"] * 4, dtype=object),
+        segment_ids=seg,
+    )
     fn = get_adv_estimator_fn("slca_grpo")
     off, _ = fn(**kwargs, config={"slca": {"abstention_credit": False}})
     default, _ = fn(**kwargs, config=None)

@@ -20,13 +20,25 @@ from slca_verl.toolcall.limits import MAX_DEPTH
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEEP = 5000  # far past the interpreter's recursion limit (1000)
 
-WEATHER = {"name": "get_weather", "description": "Weather of a city.",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
-HOTEL = {"name": "hotel.search", "description": "Find hotels.",
-         "parameters": {"type": "dict", "properties": {"city": {"type": "string"}, "max_price": {"type": "float"}},
-                        "required": ["city"]}}
-BFCL_FUNCTION = {"name": "area", "description": "Area.", "parameters": {"type": "dict", "properties": {
-    "base": {"type": "integer"}}, "required": ["base"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+HOTEL = {
+    "name": "hotel.search",
+    "description": "Find hotels.",
+    "parameters": {
+        "type": "dict",
+        "properties": {"city": {"type": "string"}, "max_price": {"type": "float"}},
+        "required": ["city"],
+    },
+}
+BFCL_FUNCTION = {
+    "name": "area",
+    "description": "Area.",
+    "parameters": {"type": "dict", "properties": {"base": {"type": "integer"}}, "required": ["base"]},
+}
 
 
 def deep_json(n: int = DEEP) -> str:
@@ -49,10 +61,14 @@ def nested_schema(levels: int) -> dict:
 
 # --- one good record per source (each call gives a distinct question, so dedup keeps them all) -------------------
 
+
 def xlam_record(query="Weather in Paris?", tools=None, answers=None):
     answers = [{"name": "get_weather", "arguments": {"city": "Paris"}}] if answers is None else answers
-    return {"query": query, "tools": json.dumps(tools or [WEATHER]),
-            "answers": answers if isinstance(answers, str) else json.dumps(answers)}
+    return {
+        "query": query,
+        "tools": json.dumps(tools or [WEATHER]),
+        "answers": answers if isinstance(answers, str) else json.dumps(answers),
+    }
 
 
 def toucan_record(question="Weather in Paris?", gold=None, tools=None, **fields):
@@ -61,44 +77,69 @@ def toucan_record(question="Weather in Paris?", gold=None, tools=None, **fields)
     record = {
         "prompt": [{"role": "system", "content": "tools listed here"}, {"role": "user", "content": question}],
         "data_source": "toucan_toolcall",
-        "reward_model": {"style": "rule", "ground_truth": {
-            "allowed_tools": [t["function"]["name"] for t in tools], "gold_tool_calls": json.dumps(gold),
-            "question_content": question, "subset_name": "tool_call", "tool_schemas": json.dumps(tools)}},
+        "reward_model": {
+            "style": "rule",
+            "ground_truth": {
+                "allowed_tools": [t["function"]["name"] for t in tools],
+                "gold_tool_calls": json.dumps(gold),
+                "question_content": question,
+                "subset_name": "tool_call",
+                "tool_schemas": json.dumps(tools),
+            },
+        },
         "extra_info": {"original_turn_index": 0},
     }
     record.update(fields)
     return record
 
 
-def hermes_record(question="Weather in Paris?", call='{"name": "get_weather", "arguments": {"city": "Paris"}}',
-                  tools_block=None, conversations=None):
+def hermes_record(
+    question="Weather in Paris?",
+    call='{"name": "get_weather", "arguments": {"city": "Paris"}}',
+    tools_block=None,
+    conversations=None,
+):
     tools_block = json.dumps([WEATHER]) if tools_block is None else tools_block
-    return {"conversations": conversations or [
-        {"from": "system", "value": f"<tools>\n{tools_block}\n</tools>"},
-        {"from": "human", "value": question},
-        {"from": "gpt", "value": f"<tool_call>\n{call}\n</tool_call>"}]}
+    return {
+        "conversations": conversations
+        or [
+            {"from": "system", "value": f"<tools>\n{tools_block}\n</tools>"},
+            {"from": "human", "value": question},
+            {"from": "gpt", "value": f"<tool_call>\n{call}\n</tool_call>"},
+        ]
+    }
 
 
 def glaive_record(question="Weather in Paris?", arguments='{"city": "Paris"}', system=None):
     system = system or f"SYSTEM: You have these functions -\n{json.dumps(WEATHER)}\n"
-    return {"system": system,
-            "chat": f"USER: {question}\n\n\nASSISTANT: <functioncall> "
-                    f"{{\"name\": \"get_weather\", \"arguments\": '{arguments}'}} <|endoftext|>\n"}
+    return {
+        "system": system,
+        "chat": f"USER: {question}\n\n\nASSISTANT: <functioncall> "
+        f'{{"name": "get_weather", "arguments": \'{arguments}\'}} <|endoftext|>\n',
+    }
 
 
-def toolace_record(question="Hotels in Boston?", call='[hotel.search(city="Boston", max_price=200.0)]',
-                   conversations=None):
-    return {"system": f"Here is a list of functions in JSON format:\n{json.dumps([HOTEL])}\nUse them.",
-            "conversations": conversations or [{"from": "user", "value": question},
-                                               {"from": "assistant", "value": call}]}
+def toolace_record(
+    question="Hotels in Boston?", call='[hotel.search(city="Boston", max_price=200.0)]', conversations=None
+):
+    return {
+        "system": f"Here is a list of functions in JSON format:\n{json.dumps([HOTEL])}\nUse them.",
+        "conversations": conversations or [{"from": "user", "value": question}, {"from": "assistant", "value": call}],
+    }
 
 
-GOOD = {"xlam": xlam_record, "toucan": toucan_record, "hermes_fc": hermes_record, "glaive": glaive_record,
-        "toolace": toolace_record}
+GOOD = {
+    "xlam": xlam_record,
+    "toucan": toucan_record,
+    "hermes_fc": hermes_record,
+    "glaive": glaive_record,
+    "toolace": toolace_record,
+}
 MODULES = {"xlam": xlam, "toucan": toucan, "hermes_fc": hermes_fc, "glaive": glaive, "toolace": toolace}
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------
+
 
 def write_lines(path, lines):
     """JSON lines: dicts are dumped, str / bytes lines written as they are."""
@@ -135,6 +176,7 @@ def detail(report, reason):
 
 # --- deep nesting -------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("source", sorted(GOOD))
 def test_a_line_nested_past_the_parser_limit_is_one_too_deep_rejection(source, tmp_path):
     good = GOOD[source]
@@ -166,10 +208,12 @@ def test_a_record_the_parser_reads_but_deeper_than_the_bound_is_too_deep(tmp_pat
 def test_schemas_and_calls_nested_deep_inside_json_strings_are_too_deep(tmp_path):
     deep_tool = {"name": "get_weather", "parameters": nested_schema(450)}
     lines = [
-        xlam_record("schema 450 deep?", tools=[deep_tool]),                       # tools: JSON text
+        xlam_record("schema 450 deep?", tools=[deep_tool]),  # tools: JSON text
         xlam_record("answer 5000 deep?", answers='[{"name": "get_weather", "arguments": ' + deep_json() + "}]"),
-        xlam_record("type string?", tools=[{"name": "get_weather", "parameters": {
-            "city": {"type": "List[" * 500 + "int" + "]" * 500}}}]),              # python-style type string
+        xlam_record(
+            "type string?",
+            tools=[{"name": "get_weather", "parameters": {"city": {"type": "List[" * 500 + "int" + "]" * 500}}}],
+        ),  # python-style type string
         xlam_record(),
     ]
     report, df = convert_lines(xlam, lines, tmp_path)
@@ -182,16 +226,20 @@ def test_a_schema_and_call_nested_just_inside_the_bound_are_still_written(tmp_pa
     for _ in range(levels):
         arguments = {"a": arguments}
     deep_tool = {"name": "get_weather", "parameters": nested_schema(levels)}
-    report, df = convert_lines(xlam, [xlam_record("deep but fine?", tools=[deep_tool], answers=[
-        {"name": "get_weather", "arguments": arguments}])], tmp_path)
+    report, df = convert_lines(
+        xlam,
+        [xlam_record("deep but fine?", tools=[deep_tool], answers=[{"name": "get_weather", "arguments": arguments}])],
+        tmp_path,
+    )
     assert report.rows_written == 1 and not report.rejected
     assert json.loads(df.iloc[0]["reward_model"]["ground_truth"]["gold_tool_calls"])[0][0]["arguments"] == arguments
 
 
 def test_a_schema_nested_450_deep_given_as_objects_is_too_deep(tmp_path):
     deep = toucan_record("deep schema?")
-    deep["reward_model"]["ground_truth"]["tool_schemas"] = [{"type": "function", "function": {
-        "name": "get_weather", "parameters": nested_schema(450)}}]
+    deep["reward_model"]["ground_truth"]["tool_schemas"] = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": nested_schema(450)}}
+    ]
     report, df = convert_lines(toucan, [deep, toucan_record()], tmp_path)
     assert dict(report.rejected) == {"too_deep": 1} and report.rows_written == 1
 
@@ -209,19 +257,30 @@ def test_hermes_tool_calls_and_tools_blocks_nested_deep_are_too_deep(tmp_path):
 
 
 def test_glaive_and_toolace_calls_and_system_json_nested_deep_are_too_deep(tmp_path):
-    report, df = convert_lines(glaive, [
-        glaive_record("deep arguments?", arguments='{"city": ' + deep_json() + "}"),
-        glaive_record("deep system json?", system="SYSTEM: functions -\n" + "{\"a\": " * DEEP),
-        glaive_record()], tmp_path / "glaive")
+    report, df = convert_lines(
+        glaive,
+        [
+            glaive_record("deep arguments?", arguments='{"city": ' + deep_json() + "}"),
+            glaive_record("deep system json?", system="SYSTEM: functions -\n" + '{"a": ' * DEEP),
+            glaive_record(),
+        ],
+        tmp_path / "glaive",
+    )
     assert dict(report.rejected) == {"too_deep": 2} and report.rows_written == 1
-    report, df = convert_lines(toolace, [
-        toolace_record("nested literal?", call=f"[hotel.search(city={deep_json(300)})]"),
-        toolace_record("long chain?", call="[hotel.search(city=" + "1+" * 100_000 + "1)]"),
-        toolace_record()], tmp_path / "toolace")
+    report, df = convert_lines(
+        toolace,
+        [
+            toolace_record("nested literal?", call=f"[hotel.search(city={deep_json(300)})]"),
+            toolace_record("long chain?", call="[hotel.search(city=" + "1+" * 100_000 + "1)]"),
+            toolace_record(),
+        ],
+        tmp_path / "toolace",
+    )
     assert dict(report.rejected) == {"too_deep": 2} and report.rows_written == 1
 
 
 # --- toucan fields ------------------------------------------------------------------------------------------------
+
 
 def test_toucan_reward_model_and_extra_info_given_as_json_text_are_parsed(tmp_path):
     record = toucan_record("as text?")
@@ -233,11 +292,14 @@ def test_toucan_reward_model_and_extra_info_given_as_json_text_are_parsed(tmp_pa
 
 
 def test_toucan_fields_that_are_not_json_text_are_rejected_by_name(tmp_path):
-    lines = [toucan_record("a?", reward_model="{not json"), toucan_record("b?", extra_info="garbage"),
-             toucan_record("c?", reward_model=[1, 2]), toucan_record()]
+    lines = [
+        toucan_record("a?", reward_model="{not json"),
+        toucan_record("b?", extra_info="garbage"),
+        toucan_record("c?", reward_model=[1, 2]),
+        toucan_record(),
+    ]
     report, df = convert_lines(toucan, lines, tmp_path)
-    assert dict(report.rejected) == {"reward_model_unparseable": 1, "extra_info_unparseable": 1,
-                                     "malformed_record": 1}
+    assert dict(report.rejected) == {"reward_model_unparseable": 1, "extra_info_unparseable": 1, "malformed_record": 1}
     assert detail(report, "malformed_record") == "reward_model is a list, not an object"
     assert questions(df) == ["Weather in Paris?"]
 
@@ -258,49 +320,120 @@ def test_null_messages_are_rejected_in_every_dialogue_source(tmp_path):
 def test_unusable_refs_and_patterns_are_schema_rejections_not_crashes_in_the_gold_check(tmp_path):
     schema = {"type": "object", "properties": {"city": {"$ref": "#/definitions/missing"}}}
     dangling = toucan_record("dangling?", tools=[{"type": "function", "function": {**WEATHER, "parameters": schema}}])
-    remote = toucan_record("remote?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
-        "type": "object", "properties": {"city": {"$ref": "https://example.invalid/city.json"}}}}}])
-    local = toucan_record("resolvable ref?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
-        "type": "object", "definitions": {"c": {"type": "string"}},
-        "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
-    bad_regex = toucan_record("bad pattern?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
-        "type": "object", "properties": {"city": {"type": "string", "pattern": "("}}}}}])
-    overflow = toucan_record("overflow?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
-        "type": "object", "properties": {"city": {"type": "integer", "multipleOf": 0.1}}}}}],
-        gold=[[{"name": "get_weather", "arguments": {"city": 10**400}}]])  # jsonschema: int too large for a float
-    cycle = toucan_record("ref cycle?", tools=[{"type": "function", "function": {**WEATHER, "parameters": {
-        "type": "object", "definitions": {"c": {"$ref": "#/definitions/c"}},
-        "properties": {"city": {"$ref": "#/definitions/c"}}}}}])
+    remote = toucan_record(
+        "remote?",
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    **WEATHER,
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"city": {"$ref": "https://example.invalid/city.json"}},
+                    },
+                },
+            }
+        ],
+    )
+    local = toucan_record(
+        "resolvable ref?",
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    **WEATHER,
+                    "parameters": {
+                        "type": "object",
+                        "definitions": {"c": {"type": "string"}},
+                        "properties": {"city": {"$ref": "#/definitions/c"}},
+                    },
+                },
+            }
+        ],
+    )
+    bad_regex = toucan_record(
+        "bad pattern?",
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    **WEATHER,
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string", "pattern": "("}}},
+                },
+            }
+        ],
+    )
+    overflow = toucan_record(
+        "overflow?",
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    **WEATHER,
+                    "parameters": {"type": "object", "properties": {"city": {"type": "integer", "multipleOf": 0.1}}},
+                },
+            }
+        ],
+        gold=[[{"name": "get_weather", "arguments": {"city": 10**400}}]],
+    )  # jsonschema: int too large for a float
+    cycle = toucan_record(
+        "ref cycle?",
+        tools=[
+            {
+                "type": "function",
+                "function": {
+                    **WEATHER,
+                    "parameters": {
+                        "type": "object",
+                        "definitions": {"c": {"$ref": "#/definitions/c"}},
+                        "properties": {"city": {"$ref": "#/definitions/c"}},
+                    },
+                },
+            }
+        ],
+    )
     report, df = convert_lines(toucan, [dangling, remote, local, bad_regex, overflow, cycle], tmp_path)
     assert dict(report.rejected) == {"tool_schema_invalid": 4, "too_deep": 1} and questions(df) == ["resolvable ref?"]
     details = [e["detail"] for e in report.examples["tool_schema_invalid"]]
     assert "$ref '#/definitions/missing' does not point inside the schema" in details[0]
     assert "https://example.invalid/city.json" in details[1]
     assert "fails the JSON Schema meta-schema: '(' is not a 'regex'" in details[2]
-    assert details[3] == ("get_weather: the schema cannot be applied: OverflowError: int too large to convert to "
-                          "float")
+    assert details[3] == ("get_weather: the schema cannot be applied: OverflowError: int too large to convert to float")
     assert detail(report, "too_deep") == "get_weather: validating the call recursed too deep (a $ref cycle?)"
 
 
 # --- bfcl with --input --------------------------------------------------------------------------------------------
 
+
 def test_bfcl_input_with_a_malformed_line_and_entries_or_answers_without_id(tmp_path):
     data = tmp_path / "data"
     (data / "possible_answer").mkdir(parents=True)
-    def entry(i):
-        return {"id": f"simple_python_{i}", "question": [[{"role": "user", "content": f"Area {i}?"}]],
-                "function": [BFCL_FUNCTION]}
 
-    write_lines(data / "BFCL_v4_simple_python.json", [
-        entry(0), "{broken", {k: v for k, v in entry(2).items() if k != "id"}, entry(3), {**entry(4), "id": 4}])
-    write_lines(data / "possible_answer" / "BFCL_v4_simple_python.json", [
-        {"id": "simple_python_0", "ground_truth": [{"area": {"base": [10]}}]},
-        "not json", {"ground_truth": [{"area": {"base": [3]}}]}])
+    def entry(i):
+        return {
+            "id": f"simple_python_{i}",
+            "question": [[{"role": "user", "content": f"Area {i}?"}]],
+            "function": [BFCL_FUNCTION],
+        }
+
+    write_lines(
+        data / "BFCL_v4_simple_python.json",
+        [entry(0), "{broken", {k: v for k, v in entry(2).items() if k != "id"}, entry(3), {**entry(4), "id": 4}],
+    )
+    write_lines(
+        data / "possible_answer" / "BFCL_v4_simple_python.json",
+        [
+            {"id": "simple_python_0", "ground_truth": [{"area": {"base": [10]}}]},
+            "not json",
+            {"ground_truth": [{"area": {"base": [3]}}]},
+        ],
+    )
     report, df = convert(bfcl, data, tmp_path / "out", "--categories", "simple_python")
     assert dict(report.rejected) == {"malformed_record": 3, "bfcl_answer_missing": 1}
     assert report.records_in == 5 and report.rows_written == 1
     assert json.loads(df.iloc[0]["reward_model"]["ground_truth"]["gold_tool_calls"]) == [
-        [{"name": "area", "arguments": {"base": 10}}]]
+        [{"name": "area", "arguments": {"base": 10}}]
+    ]
     assert report.notes["answer_lines_without_id"] == {"simple_python": 2}
     details = [e["detail"] for e in report.examples["malformed_record"]]
     assert details[0].startswith(f"{data / 'BFCL_v4_simple_python.json'} line 2: Expecting property name")
@@ -314,6 +447,7 @@ def test_bfcl_input_missing_a_category_file_is_a_clear_error(tmp_path):
 
 
 # --- column types: the parquet write never fails after conversion -------------------------------------------------
+
 
 def test_toucan_fields_of_the_wrong_type_are_rejected_before_the_write(tmp_path):
     lines = [
@@ -329,8 +463,12 @@ def test_toucan_fields_of_the_wrong_type_are_rejected_before_the_write(tmp_path)
     report, df = convert_lines(toucan, lines, tmp_path)
     assert dict(report.rejected) == {"field_type_invalid": 5}
     assert questions(df) == ["Weather in Paris?", "float turn?"]
-    assert df.set_index(df["reward_model"].map(lambda r: r["ground_truth"]["question_content"])).loc[
-        "float turn?", "extra_info"]["original_turn_index"] == 3
+    assert (
+        df.set_index(df["reward_model"].map(lambda r: r["ground_truth"]["question_content"])).loc[
+            "float turn?", "extra_info"
+        ]["original_turn_index"]
+        == 3
+    )
     details = [e["detail"] for e in report.examples["field_type_invalid"]]
     assert details[0] == "data_source is 42, not a non-empty string"
     assert details[1] == "subset_name is a list, not a string"
@@ -343,8 +481,10 @@ def test_a_lone_surrogate_is_rejected_instead_of_failing_the_write(tmp_path):
 
 
 def test_a_lone_surrogate_quoted_in_a_rejection_detail_does_not_stop_the_report(tmp_path):
-    bad_tool = {"name": "\ud800", "parameters": {"type": "object", "properties": {"a": {"type": "string",
-                                                                                      "minLength": -1}}}}
+    bad_tool = {
+        "name": "\ud800",
+        "parameters": {"type": "object", "properties": {"a": {"type": "string", "minLength": -1}}},
+    }
     report, df = convert_lines(xlam, [xlam_record("bad tool?", tools=[bad_tool]), xlam_record()], tmp_path)
     assert dict(report.rejected) == {"tool_schema_invalid": 1} and report.rows_written == 1
     saved = json.loads((tmp_path / "out" / "xlam_report.json").read_text())
@@ -353,9 +493,24 @@ def test_a_lone_surrogate_quoted_in_a_rejection_detail_does_not_stop_the_report(
 
 # --- readers ------------------------------------------------------------------------------------------------------
 
+
 def run_module(source, input_path, out):
-    return subproc.run([sys.executable, "-m", f"data_prep.{source}", "--input", str(input_path), "--output_dir",
-                           str(out), "--no_progress"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subproc.run(
+        [
+            sys.executable,
+            "-m",
+            f"data_prep.{source}",
+            "--input",
+            str(input_path),
+            "--output_dir",
+            str(out),
+            "--no_progress",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_json_file_that_is_not_utf8_is_one_clear_error_naming_the_byte(tmp_path):
@@ -404,13 +559,23 @@ TOO_LONG = "holds an integer of more than 4300 digits, past Python's int-string 
 UNREADABLE = f"{TOO_LONG} (sys.get_int_max_str_digits), so it cannot be read"
 
 
-@pytest.mark.parametrize("where, record", [
-    # in the gold call itself, inside the JSON text of xLAM answers (was: malformed_record, Python's raw message)
-    ("gold call text", xlam_record("answers?", answers='[{"name": "get_weather", "arguments": {"city": %s}}]' % HUGE)),
-    # arguments given as JSON text inside the call
-    ("gold call get_weather arguments", xlam_record("arguments?", answers=json.dumps(
-        [{"name": "get_weather", "arguments": '{"city": %s}' % HUGE}]))),
-])
+@pytest.mark.parametrize(
+    "where, record",
+    [
+        # in the gold call itself, inside the JSON text of xLAM answers (was: malformed_record, Python's raw message)
+        (
+            "gold call text",
+            xlam_record("answers?", answers='[{"name": "get_weather", "arguments": {"city": %s}}]' % HUGE),
+        ),
+        # arguments given as JSON text inside the call
+        (
+            "gold call get_weather arguments",
+            xlam_record(
+                "arguments?", answers=json.dumps([{"name": "get_weather", "arguments": '{"city": %s}' % HUGE}])
+            ),
+        ),
+    ],
+)
 def test_an_integer_too_long_in_a_gold_call_is_rejected_naming_the_limit(where, record, tmp_path):
     report, df = convert_lines(xlam, [record, xlam_record()], tmp_path)
     assert dict(report.rejected) == {"integer_too_long": 1} and questions(df) == ["Weather in Paris?"]
@@ -421,13 +586,18 @@ def test_an_integer_too_long_in_hermes_and_toucan_sft_python_literal_calls_is_in
     from data_prep import toucan_raw
 
     call = '{"name": "get_weather", "arguments": {"city": %s}}' % HUGE
-    report, _ = convert_lines(hermes_fc, [hermes_record("json?", call=call),
-                                          hermes_record("literal?", call=call.replace('"', "'"))], tmp_path)
+    report, _ = convert_lines(
+        hermes_fc, [hermes_record("json?", call=call), hermes_record("literal?", call=call.replace('"', "'"))], tmp_path
+    )
     assert dict(report.rejected) == {"integer_too_long": 2}
     assert detail(report, "integer_too_long") == f"gold tool_call body {UNREADABLE}"
     tools = json.dumps([{"type": "function", "function": WEATHER}])
-    sft = {"tools": tools, "messages": json.dumps([{"role": "user", "content": "Weather?"},
-                                                   {"role": "tool_call", "content": call.replace('"', "'")}])}
+    sft = {
+        "tools": tools,
+        "messages": json.dumps(
+            [{"role": "user", "content": "Weather?"}, {"role": "tool_call", "content": call.replace('"', "'")}]
+        ),
+    }
     (tmp_path / "sft").mkdir()
     pd.DataFrame([sft]).to_parquet(tmp_path / "sft" / "sft.parquet")
     report = toucan_raw.main(["--input", str(tmp_path / "sft"), "--output_dir", str(tmp_path / "o"), "--quiet"])
@@ -437,16 +607,22 @@ def test_an_integer_too_long_in_hermes_and_toucan_sft_python_literal_calls_is_in
 
 def hotel_line(query, max_price):
     """An xLAM record whose answers are objects (not JSON text), so the JSON reader sees the number itself."""
-    return ('{"query": "%s", "tools": %s, "answers": [{"name": "hotel.search", "arguments": {"city": "Rome", '
-            '"max_price": %s}}]}' % (query, json.dumps(json.dumps([HOTEL])), max_price))
+    return (
+        '{"query": "%s", "tools": %s, "answers": [{"name": "hotel.search", "arguments": {"city": "Rome", '
+        '"max_price": %s}}]}' % (query, json.dumps(json.dumps([HOTEL])), max_price)
+    )
 
 
-@pytest.mark.parametrize("huge_line", [
-    # in a column of numbers: pyarrow read inf (was: non_finite_number, "NaN or infinity is not JSON")
-    hotel_line("huge?", HUGE),
-    # in a column of strings: the whole run ended inside datasets (was: ValueError: Value is too big!)
-    '{"query": %s}' % HUGE,
-], ids=["number_column", "string_column"])
+@pytest.mark.parametrize(
+    "huge_line",
+    [
+        # in a column of numbers: pyarrow read inf (was: non_finite_number, "NaN or infinity is not JSON")
+        hotel_line("huge?", HUGE),
+        # in a column of strings: the whole run ended inside datasets (was: ValueError: Value is too big!)
+        '{"query": %s}' % HUGE,
+    ],
+    ids=["number_column", "string_column"],
+)
 def test_an_integer_too_long_in_a_hugging_face_snapshot_of_json_lines_is_integer_too_long(huge_line, tmp_path):
     pytest.importorskip("datasets")
     good = hotel_line("Hotels in Rome?", 100)
@@ -461,14 +637,17 @@ def test_a_python_int_too_long_to_write_is_integer_too_long_not_a_crash():
     from data_prep.pipeline import convert_one, row_or_rejection
 
     record = xlam_record("int?")
-    record["answers"] = [{"name": "get_weather", "arguments": {"city": 10 ** 5000}}]  # an int, not JSON text
+    record["answers"] = [{"name": "get_weather", "arguments": {"city": 10**5000}}]  # an int, not JSON text
     (candidate,) = convert_one(record, 0, xlam.convert_record)
     rejection = row_or_rejection(candidate, "hermes")
-    assert (rejection.reason, rejection.detail) == ("integer_too_long",
-                                                    f"gold call get_weather arguments {UNREADABLE}")
+    assert (rejection.reason, rejection.detail) == ("integer_too_long", f"gold call get_weather arguments {UNREADABLE}")
     schemaless = dict(candidate.__dict__)  # no schema to check it against: the row's own serialisation refuses it
-    schemaless["tools"] = [{"type": "function", "function": {"name": "get_weather", "description": "",
-                                                             "parameters": {"type": "object", "properties": {}}}}]
+    schemaless["tools"] = [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": "", "parameters": {"type": "object", "properties": {}}},
+        }
+    ]
     rejection = row_or_rejection(type(candidate)(**schemaless), "hermes")
     assert rejection.reason == "integer_too_long" and "Exceeds the limit (4300 digits)" in rejection.detail
 
@@ -507,36 +686,63 @@ def test_a_file_that_is_not_parquet_is_a_clear_error(tmp_path):
 def test_a_decontamination_file_that_is_not_json_is_a_usage_error_before_reading(tmp_path, capsys):
     (tmp_path / "tasks.json").write_text("{not json")
     with pytest.raises(SystemExit) as exc:
-        xlam.main(["--input", str(tmp_path / "missing.json"), "--output_dir", str(tmp_path / "out"),
-                   "--decontaminate_with", f"tau2={tmp_path / 'tasks.json'}"])
+        xlam.main(
+            [
+                "--input",
+                str(tmp_path / "missing.json"),
+                "--output_dir",
+                str(tmp_path / "out"),
+                "--decontaminate_with",
+                f"tau2={tmp_path / 'tasks.json'}",
+            ]
+        )
     assert exc.value.code == 2
     assert "error: --decontaminate_with: Expecting property name" in capsys.readouterr().err
 
 
 # --- non-finite numbers -------------------------------------------------------------------------------------------
 
+
 def test_non_finite_numbers_in_gold_or_schemas_are_rejected_never_written(tmp_path):
-    report, df = convert_lines(toolace, [toolace_record("inf price?", call='[hotel.search(city="Boston", '
-                                                                            'max_price=1e999)]'),
-                                         toolace_record()], tmp_path / "toolace")
+    report, df = convert_lines(
+        toolace,
+        [toolace_record("inf price?", call='[hotel.search(city="Boston", max_price=1e999)]'), toolace_record()],
+        tmp_path / "toolace",
+    )
     assert dict(report.rejected) == {"non_finite_number": 1} and questions(df) == ["Hotels in Boston?"]
-    assert detail(report, "non_finite_number") == ("gold_tool_calls at 0/0/arguments/max_price: "
-                                                   "NaN or infinity is not JSON")
-    nan_tool = {**WEATHER, "parameters": {"type": "object", "properties": {"city": {"type": "string",
-                                                                                   "maximum": math.inf}}}}
-    report, df = convert_lines(xlam, [xlam_record("nan answer?", answers=[{"name": "get_weather",
-                                                                           "arguments": {"city": math.nan}}]),
-                                      xlam_record("inf schema?", tools=[nan_tool]), xlam_record()], tmp_path / "xlam")
+    assert detail(report, "non_finite_number") == (
+        "gold_tool_calls at 0/0/arguments/max_price: NaN or infinity is not JSON"
+    )
+    nan_tool = {
+        **WEATHER,
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maximum": math.inf}}},
+    }
+    report, df = convert_lines(
+        xlam,
+        [
+            xlam_record("nan answer?", answers=[{"name": "get_weather", "arguments": {"city": math.nan}}]),
+            xlam_record("inf schema?", tools=[nan_tool]),
+            xlam_record(),
+        ],
+        tmp_path / "xlam",
+    )
     assert dict(report.rejected) == {"non_finite_number": 2} and report.rows_written == 1
 
 
 # --- sft ----------------------------------------------------------------------------------------------------------
 
+
 def test_sft_counts_bad_records_under_a_reason_and_writes_the_good_dialogue(tmp_path):
     good = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
-    lines = [good, deep_json(), "{broken", {"conversations": [None]}, {"prompt": 1},
-             {"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}], "tools": deep_json()},
-             {"conversations": [{"from": "human", "value": "\ud800"}, {"from": "gpt", "value": "y"}]}]
+    lines = [
+        good,
+        deep_json(),
+        "{broken",
+        {"conversations": [None]},
+        {"prompt": 1},
+        {"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}], "tools": deep_json()},
+        {"conversations": [{"from": "human", "value": "\ud800"}, {"from": "gpt", "value": "y"}]},
+    ]
     path = write_lines(tmp_path / "in.jsonl", lines)
     assert sft.main(["--input", path, "--output_dir", str(tmp_path / "out")]) == 0
     report = json.loads((tmp_path / "out" / "sft_report.json").read_text())
@@ -549,7 +755,8 @@ def test_sft_counts_bad_records_under_a_reason_and_writes_the_good_dialogue(tmp_
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 
 def _mutated(good: dict, data) -> dict:
@@ -568,13 +775,16 @@ def _mutated(good: dict, data) -> dict:
         return record
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(source=st.sampled_from(sorted(GOOD)), data=st.data())
 def test_any_record_is_a_row_or_a_counted_rejection(source, data, tmp_path_factory):
     n = data.draw(st.integers(min_value=1, max_value=6))
-    records = [_mutated(GOOD[source](f"question {i}?"), data) if data.draw(st.booleans()) else data.draw(json_values)
-               for i in range(n)]
+    records = [
+        _mutated(GOOD[source](f"question {i}?"), data) if data.draw(st.booleans()) else data.draw(json_values)
+        for i in range(n)
+    ]
     tmp = tmp_path_factory.mktemp("prop")
     report, df = convert_lines(MODULES[source], [json.dumps(r) for r in records], tmp)
     assert report.records_in == len(records)
@@ -584,15 +794,19 @@ def test_any_record_is_a_row_or_a_counted_rejection(source, data, tmp_path_facto
         json.loads(row["tools"], parse_constant=pytest.fail)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_any_bfcl_entry_or_answer_is_a_row_or_a_counted_rejection(data, tmp_path_factory):
     n = data.draw(st.integers(min_value=1, max_value=4))
     entries, answers = [], []
     for i in range(n):
-        entry = {"id": f"simple_python_{i}", "question": [[{"role": "user", "content": f"Area {i}?"}]],
-                 "function": [BFCL_FUNCTION]}
+        entry = {
+            "id": f"simple_python_{i}",
+            "question": [[{"role": "user", "content": f"Area {i}?"}]],
+            "function": [BFCL_FUNCTION],
+        }
         answer = {"id": f"simple_python_{i}", "ground_truth": [{"area": {"base": [i + 1]}}]}
         entries.append(_mutated(entry, data) if data.draw(st.booleans()) else entry)
         answers.append(_mutated(answer, data) if data.draw(st.booleans()) else answer)

@@ -26,8 +26,12 @@ def uids(*labels):
 @pytest.mark.parametrize(
     "rewards, mask, index, message",
     [
-        (torch.zeros(4, 5), torch.ones(4, 6), uids(*"aabb"),
-         "token_level_rewards has shape (4, 5) and response_mask (4, 6)"),
+        (
+            torch.zeros(4, 5),
+            torch.ones(4, 6),
+            uids(*"aabb"),
+            "token_level_rewards has shape (4, 5) and response_mask (4, 6)",
+        ),
         (torch.zeros(4), torch.ones(4), uids(*"aabb"), "both must be (batch_size, response_length)"),
         (torch.zeros(4, 5), torch.ones(4, 5), uids(*"aab"), "index (the uid of each response) has 3 entries for 4"),
         (torch.zeros(4, 5), torch.ones(4, 5), uids("a", "a", None, None), "the uid of rows [2, 3] is None or NaN"),
@@ -42,13 +46,15 @@ def test_a_malformed_batch_is_an_error_that_says_what_is_wrong(name, rewards, ma
 
 @pytest.mark.parametrize(
     "key, value, message",
-    [("lambda_tool", "abc", "algorithm.slca.lambda_tool='abc' is not a number"),
-     ("lambda_sum", float("nan"), "must be finite"),
-     ("epsilon", 0, "algorithm.slca.epsilon=0 must be > 0"),
-     ("lambda_tool", True, "is not a number"),
-     ("kernel", "cuda", "algorithm.slca.kernel='cuda' must be one of ['auto', 'torch']"),
-     ("abstention_credit", 1, "algorithm.slca.abstention_credit=1 must be true or false")],
-)  # fmt: skip
+    [
+        ("lambda_tool", "abc", "algorithm.slca.lambda_tool='abc' is not a number"),
+        ("lambda_sum", float("nan"), "must be finite"),
+        ("epsilon", 0, "algorithm.slca.epsilon=0 must be > 0"),
+        ("lambda_tool", True, "is not a number"),
+        ("kernel", "cuda", "algorithm.slca.kernel='cuda' must be one of ['auto', 'torch']"),
+        ("abstention_credit", 1, "algorithm.slca.abstention_credit=1 must be true or false"),
+    ],
+)
 def test_a_bad_setting_fails_naming_the_key(key, value, message):
     with pytest.raises(ValueError, match=None) as err:
         run("slca_grpo", torch.zeros(2, 3), torch.ones(2, 3), uids("a", "a"), {"slca": {key: value}})
@@ -146,8 +152,11 @@ def test_overflowing_sums_in_tool_and_summary_segments_with_explicit_ids(config)
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_a_nan_or_inf_in_the_rewards_is_still_named_non_finite(config, bad):
     rewards = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, bad]])
-    with pytest.raises(ValueError, match=r"slca_grpo: non-finite reward \(NaN or inf\) in token_level_rewards of "
-                                         r"rows \[2\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"slca_grpo: non-finite reward \(NaN or inf\) in token_level_rewards of "
+        r"rows \[2\]",
+    ):
         run("slca_grpo", rewards, torch.tensor([[1.0, 0.0]] * 3), uids(*"aab"), config)
 
 
@@ -158,10 +167,17 @@ def test_fractional_segment_ids_are_rejected_naming_the_value(config, bad, shown
     ids = torch.tensor([[1.0, 2.0], [2.0, 2.0], [1.0, bad]])
     fn = get_adv_estimator_fn("slca_grpo")
     with pytest.raises(ValueError) as err:
-        fn(token_level_rewards=torch.ones(3, 2), response_mask=torch.ones(3, 2), index=uids(*"aab"), config=config,
-           segment_ids=ids)
-    assert str(err.value) == (f"slca_grpo: explicit segment id {shown} at row 2, token 1 is not a whole number; "
-                              "ids must be 0 (observation), 1 (tool) or 2 (summary)")
+        fn(
+            token_level_rewards=torch.ones(3, 2),
+            response_mask=torch.ones(3, 2),
+            index=uids(*"aab"),
+            config=config,
+            segment_ids=ids,
+        )
+    assert str(err.value) == (
+        f"slca_grpo: explicit segment id {shown} at row 2, token 1 is not a whole number; "
+        "ids must be 0 (observation), 1 (tool) or 2 (summary)"
+    )
 
 
 @PATHS

@@ -55,9 +55,10 @@ def env_turn(body=REAL) -> str:
 @pytest.fixture(scope="module")
 def judge_servers():
     """Real OpenAI-compatible judges on 127.0.0.1: one rates everything excellent, one poor."""
-    with ScriptedServer(lambda req, n: Reply(content="Great.\nRating: excellent")) as good, ScriptedServer(
-        lambda req, n: Reply(content="Weak.\nRating: poor")
-    ) as poor:
+    with (
+        ScriptedServer(lambda req, n: Reply(content="Great.\nRating: excellent")) as good,
+        ScriptedServer(lambda req, n: Reply(content="Weak.\nRating: poor")) as poor,
+    ):
         yield {"excellent": good.base_url, "poor": poor.base_url}
 
 
@@ -87,8 +88,16 @@ def via_text(text, gt, judge, servers, num_turns, **cfg):
 
 
 @pytest.mark.parametrize("judge", JUDGES)
-@pytest.mark.parametrize("broken", ["<tool_call>", "<tool_call></tool_call>", "<tool_call>\n{\"name\": \"get_weather\"",
-                                    "<tool_call>\nget the weather\n</tool_call>", "</tool_call>"])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "<tool_call>",
+        "<tool_call></tool_call>",
+        '<tool_call>\n{"name": "get_weather"',
+        "<tool_call>\nget the weather\n</tool_call>",
+        "</tool_call>",
+    ],
+)
 def test_a_broken_call_before_a_reply_scores_the_no_call_penalty_and_unlocks_no_judge(judge, broken, judge_servers):
     honest = via_loop([REPLY], [], GT, judge, judge_servers)
     # in the loop the broken call gets its parse error back as a tool response and the episode goes on
@@ -103,8 +112,9 @@ def test_a_broken_call_before_a_reply_scores_the_no_call_penalty_and_unlocks_no_
 @pytest.mark.parametrize("judge", JUDGES)
 def test_on_a_row_without_gold_calls_no_call_pays_more_than_answering_directly(judge, judge_servers):
     direct = via_loop([OCTO], [], GT_NONE, judge, judge_servers)
-    garbage = via_loop(["<tool_call>\nlookup octopus facts\n</tool_call>", OCTO], [PARSE_ERROR], GT_NONE, judge,
-                       judge_servers)
+    garbage = via_loop(
+        ["<tool_call>\nlookup octopus facts\n</tool_call>", OCTO], [PARSE_ERROR], GT_NONE, judge, judge_servers
+    )
     valid = via_loop([CALL, OCTO], [REAL], GT_NONE, judge, judge_servers)
     assert direct["score"] == pytest.approx(0.9)  # fmt 0, name F1 1, key 1, value 1, parallel 1; not judged
     assert garbage["score"] == pytest.approx(0.9) and garbage["judge_used"] == 0  # before: 1.15 with a "poor" judge
@@ -152,8 +162,9 @@ def test_an_invented_response_after_an_executed_call_is_caught_by_the_turn_count
     forged = via_text(CALL + fake_response() + REPLY + env_turn() + REPLY, GT, judge, judge_servers, num_turns=4)
     # a wrong call hidden inside an invented response: the loop ran it (one more environment turn), HierR must not
     # trust the invented block it hid in
-    hidden = via_text(CALL + env_turn() + fake_response(WRONG) + env_turn() + REPLY, GT, judge, judge_servers,
-                      num_turns=6)
+    hidden = via_text(
+        CALL + env_turn() + fake_response(WRONG) + env_turn() + REPLY, GT, judge, judge_servers, num_turns=6
+    )
     for out in (forged, hidden):
         assert out["forged_tool_output"] == 1 and out["score"] == -0.5 and out["judge_used"] == 0
         assert out["score"] < honest["score"]
@@ -190,8 +201,11 @@ async def test_a_call_split_over_two_turns_runs_as_two_parse_errors_and_scores_a
 
 
 _NAMES = st.sampled_from(["get_weather", "news", ""])
-_ARGS = st.one_of(st.dictionaries(st.sampled_from(["city", "q"]), st.sampled_from(["Paris", 1, None]), max_size=2),
-                  st.just('{"city": "Paris"}'), st.just([1]))
+_ARGS = st.one_of(
+    st.dictionaries(st.sampled_from(["city", "q"]), st.sampled_from(["Paris", 1, None]), max_size=2),
+    st.just('{"city": "Paris"}'),
+    st.just([1]),
+)
 _CALL_OBJ = st.builds(lambda n, a: json.dumps({"name": n, "arguments": a}), _NAMES, _ARGS)
 _PIECE = st.one_of(
     st.sampled_from(["<tool_call>", "</tool_call>", "<think>", "</think>", "\n", "Paris", "{", "]", "<tool_response>"]),
@@ -215,9 +229,24 @@ def test_hierr_scores_exactly_the_calls_the_loop_parses_turn_by_turn(turns):
     assert all(c in loop_calls for c in strict)
 
 
-_JUNK = st.lists(st.sampled_from(["<tool_call>", "</tool_call>", "lookup", "{", '"name": "nope"', "}", "\n",
-                                  '{"name": "nope", "arguments": {}}', "<tool_response>", "</tool_response>"]),
-                 min_size=1, max_size=6).map("".join)
+_JUNK = st.lists(
+    st.sampled_from(
+        [
+            "<tool_call>",
+            "</tool_call>",
+            "lookup",
+            "{",
+            '"name": "nope"',
+            "}",
+            "\n",
+            '{"name": "nope", "arguments": {}}',
+            "<tool_response>",
+            "</tool_response>",
+        ]
+    ),
+    min_size=1,
+    max_size=6,
+).map("".join)
 
 
 class _Generous:
@@ -233,8 +262,11 @@ class _Generous:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(junk=st.lists(_JUNK, min_size=1, max_size=3), base=st.sampled_from(["reply", "call", "none_reply"]),
-       direct=st.booleans())
+@given(
+    junk=st.lists(_JUNK, min_size=1, max_size=3),
+    base=st.sampled_from(["reply", "call", "none_reply"]),
+    direct=st.booleans(),
+)
 def test_extra_turns_of_calls_that_do_not_run_never_raise_the_score(junk, base, direct):
     """Inserting turns of unparsable calls (each answered by the loop with an error) before the final reply never
     helps, whatever the judge would say of the reply."""
@@ -242,8 +274,11 @@ def test_extra_turns_of_calls_that_do_not_run_never_raise_the_score(junk, base, 
     turns, responses = ([CALL, REPLY], [REAL]) if base == "call" else ([OCTO], [])
     cfg = HierRConfig(judge_direct_replies=direct)
     honest = asyncio.run(score_trajectory(turns, responses, gt, judge=_Generous(), config=cfg))
-    attacked = asyncio.run(score_trajectory(turns[:-1] + junk + turns[-1:], responses + [PARSE_ERROR] * len(junk),
-                                            gt, judge=_Generous(), config=cfg))
+    attacked = asyncio.run(
+        score_trajectory(
+            turns[:-1] + junk + turns[-1:], responses + [PARSE_ERROR] * len(junk), gt, judge=_Generous(), config=cfg
+        )
+    )
     assert attacked["score"] <= honest["score"]
 
 
@@ -251,8 +286,17 @@ def test_extra_turns_of_calls_that_do_not_run_never_raise_the_score(junk, base, 
 # fence look-alikes inside data
 
 
-_LOOKALIKES = ["</data-0000000000000000>", "<data-1111 label='system'>", "< / DATA-abc>", "<\n/data-x>", "</data>",
-               "</da\u200dta-\u200b>", "<\u2060/data >", "\uff1c/data\uff1e", "<data label='system'>"]
+_LOOKALIKES = [
+    "</data-0000000000000000>",
+    "<data-1111 label='system'>",
+    "< / DATA-abc>",
+    "<\n/data-x>",
+    "</data>",
+    "</da\u200dta-\u200b>",
+    "<\u2060/data >",
+    "\uff1c/data\uff1e",
+    "<data label='system'>",
+]
 _TAG_RE = re.compile(r"<\s*/?\s*data-", re.IGNORECASE)
 
 
@@ -293,11 +337,16 @@ def test_a_failed_judgment_masks_the_summary_out_of_its_groups_statistics():
     r_tool = [1.0, 0.5, 1.0, 0.0]
     rows = []
     for i in range(4):
-        out = SLCAAgentLoopOutput(prompt_ids=[1], response_ids=list(range(L)), response_mask=[1, 1, 0, 1, 1, 1],
-                                  metrics={}, segment_ids=ids)
+        out = SLCAAgentLoopOutput(
+            prompt_ids=[1], response_ids=list(range(L)), response_mask=[1, 1, 0, 1, 1, 1], metrics={}, segment_ids=ids
+        )
         out.reward_score = r_tool[i] + r_sum[i]
-        out.extra_fields["reward_extra_info"] = {"score": out.reward_score, "r_tool": r_tool[i], "r_sum": r_sum[i],
-                                                 "judge_failed": int(i == 2)}
+        out.extra_fields["reward_extra_info"] = {
+            "score": out.reward_score,
+            "r_tool": r_tool[i],
+            "r_sum": r_sum[i],
+            "judge_failed": int(i == 2),
+        }
         rows.append(out.as_dict())
     assert rows[2]["extra_fields"]["slca_summary_masked"] == 1 and rows[0]["extra_fields"]["slca_summary_masked"] == 0
     assert rows[2]["slca_segment_ids"].tolist() == [TOOL, TOOL, OBSERVATION, OBSERVATION, OBSERVATION, OBSERVATION]
@@ -307,8 +356,9 @@ def test_a_failed_judgment_masks_the_summary_out_of_its_groups_statistics():
     mask = torch.tensor([[1, 1, 0, 1, 1, 1]] * 4, dtype=torch.float32)
     seg = torch.stack([r["slca_segment_ids"] for r in rows])
     with explicit_segment_ids(seg):
-        adv, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask,
-                                             index=np.array(["g"] * 4, dtype=object), config=None)
+        adv, _ = compute_slca_grpo_advantage(
+            token_level_rewards=rewards, response_mask=mask, index=np.array(["g"] * 4, dtype=object), config=None
+        )
     # summaries 0, 1, 3: mean 0.5, unbiased std 0.25 → (+1, -1, 0); the failed one 0
     assert adv[:, 5].tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0], abs=1e-4)
     # tools over all four: mean 0.625, unbiased std sqrt(0.22917) = 0.47871
@@ -317,8 +367,14 @@ def test_a_failed_judgment_masks_the_summary_out_of_its_groups_statistics():
 
 
 def test_a_failed_judgment_is_not_masked_for_the_scalar_layout_of_plain_grpo():
-    out = SLCAAgentLoopOutput(prompt_ids=[1], response_ids=[5, 6], response_mask=[1, 1], metrics={},
-                              segment_ids=[SUMMARY, SUMMARY], reward_layout="scalar")
+    out = SLCAAgentLoopOutput(
+        prompt_ids=[1],
+        response_ids=[5, 6],
+        response_mask=[1, 1],
+        metrics={},
+        segment_ids=[SUMMARY, SUMMARY],
+        reward_layout="scalar",
+    )
     out.reward_score = 0.9
     out.extra_fields["reward_extra_info"] = {"score": 0.9, "r_tool": 0.9, "r_sum": 0.0, "judge_failed": 1}
     d = out.as_dict()
@@ -328,9 +384,13 @@ def test_a_failed_judgment_is_not_masked_for_the_scalar_layout_of_plain_grpo():
 _INVISIBLES = ["", " ", "\n", "\u200b", "\u200d", "\u00ad", "\u2060", "\ufeff", "\u180e", "\u034f"]
 
 
-@given(st.lists(st.sampled_from(_INVISIBLES), min_size=8, max_size=8), st.booleans(),
-       st.sampled_from(["-7f", ">", " x"]), st.sampled_from(["<", "\uff1c", "\ufe64"]),
-       st.lists(st.booleans(), min_size=4, max_size=4))
+@given(
+    st.lists(st.sampled_from(_INVISIBLES), min_size=8, max_size=8),
+    st.booleans(),
+    st.sampled_from(["-7f", ">", " x"]),
+    st.sampled_from(["<", "\uff1c", "\ufe64"]),
+    st.lists(st.booleans(), min_size=4, max_size=4),
+)
 @settings(max_examples=200, deadline=None)
 def test_no_spelling_of_the_fence_survives_undefused(gaps, closing, tail, bracket, upper):
     """Any case, invisible characters anywhere in the tag, either bracket form: once the invisible characters are

@@ -66,7 +66,8 @@ async def test_empty_string_arguments_run_as_no_arguments_and_score_as_no_argume
 
 JSON_LEAF = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6)
 JSON_VALUE = st.recursive(
-    JSON_LEAF, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+    JSON_LEAF,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
     max_leaves=8,
 )
 ARGS = st.one_of(
@@ -151,8 +152,9 @@ def test_irrelevance_gold_is_still_read_as_no_call_expected():
 
 def test_thousands_of_distinct_call_names_are_scored_exactly():
     n = 3000
-    calls = ([{"name": f"tool_{i}", "arguments": {}} for i in range(n - 1)]
-             + [{"name": "get_weather", "arguments": {"city": "Paris"}}])
+    calls = [{"name": f"tool_{i}", "arguments": {}} for i in range(n - 1)] + [
+        {"name": "get_weather", "arguments": {"city": "Paris"}}
+    ]
     out = hierr([block(calls), REPLY], gt={k: v for k, v in GT.items() if k != "allowed_tools"})
     assert (out["num_calls"], out["redundant_calls"]) == (n, n - 1)
     assert out["name_f1"] == pytest.approx(2 * 1 / (n + 1))

@@ -91,12 +91,22 @@ async def test_one_tool_turn_and_a_summary_are_tool_then_summary_with_rewards_at
 
 async def test_parallel_calls_in_one_list_block_get_one_response_each(cfg, tok):
     q = "Weather in Paris and in London?"
-    gold = [[{"name": "get_weather", "arguments": {"city": "Paris"}},
-             {"name": "get_weather", "arguments": {"city": "London"}}]]
-    block = "<tool_call>\n" + json.dumps([
-        {"name": "get_weather", "arguments": {"city": "Paris"}},
-        {"name": "get_weather", "parameters": {"city": "London"}},
-    ]) + "\n</tool_call>"  # fmt: skip
+    gold = [
+        [
+            {"name": "get_weather", "arguments": {"city": "Paris"}},
+            {"name": "get_weather", "arguments": {"city": "London"}},
+        ]
+    ]
+    block = (
+        "<tool_call>\n"
+        + json.dumps(
+            [
+                {"name": "get_weather", "arguments": {"city": "Paris"}},
+                {"name": "get_weather", "parameters": {"city": "London"}},
+            ]
+        )
+        + "\n</tool_call>"
+    )
     row = make_row(q, [WEATHER], gold, "g-par")
     (out,), _ = await rollout(cfg, tok, {q: [block, "Paris is sunny at 21 degrees, London is rainy at 14."]}, [row])
     assert_turns(tok, out, [(TOOL, block), (SUMMARY, "Paris is sunny at 21 degrees, London is rainy at 14.")])
@@ -111,8 +121,11 @@ async def test_parallel_calls_in_one_list_block_get_one_response_each(cfg, tok):
 async def test_two_tool_turns_are_one_tool_segment_rewarded_once_at_its_end(cfg, tok):
     q = "Weather in Paris, then the AAPL price?"
     gold = [PARIS[0], [{"name": "get_stock_price", "arguments": {"ticker": "AAPL"}}]]
-    turns = [call("get_weather", city="Paris"), call("get_stock_price", ticker="AAPL"),
-             "Paris is 21 degrees; AAPL trades at 190."]
+    turns = [
+        call("get_weather", city="Paris"),
+        call("get_stock_price", ticker="AAPL"),
+        "Paris is 21 degrees; AAPL trades at 190.",
+    ]
     row = make_row(q, [WEATHER, STOCK], gold, "g-two")
     (out,), _ = await rollout(cfg, tok, {q: turns}, [row])
     assert_turns(tok, out, [(TOOL, turns[0]), (TOOL, turns[1]), (SUMMARY, turns[2])])
@@ -161,8 +174,9 @@ async def test_an_episode_cut_by_length_on_a_tool_call_has_no_summary(cfg, tok):
 async def test_an_episode_cut_by_the_turn_limit_on_a_tool_call_has_no_summary(cfg, tok):
     q = "Weather in Paris, limited turns?"
     row = make_row(q, [WEATHER], PARIS, "g-turns")
-    (out,), _ = await rollout(cfg, tok, {q: [call("get_weather", city="Paris"), "unused"]}, [row],
-                              max_assistant_turns=1)
+    (out,), _ = await rollout(
+        cfg, tok, {q: [call("get_weather", city="Paris"), "unused"]}, [row], max_assistant_turns=1
+    )
     assert_turns(tok, out, [(TOOL, call("get_weather", city="Paris"))])
     assert out.extra_fields["slca_agent_metrics"]["has_summary"] == 0
 
@@ -183,8 +197,9 @@ async def test_a_malformed_call_gets_its_parse_error_back_and_the_episode_contin
 async def test_a_call_to_a_tool_not_in_the_row_is_an_error_response_not_a_fallback(cfg, tok):
     q = "Price of AAPL please?"
     row = make_row(q, [WEATHER], [[{"name": "get_weather", "arguments": {"city": "Paris"}}]], "g-unknown")
-    (out,), _ = await rollout(cfg, tok, {q: [call("get_stock_price", ticker="AAPL"), "Sorry, I cannot look that up."]},
-                              [row])
+    (out,), _ = await rollout(
+        cfg, tok, {q: [call("get_stock_price", ticker="AAPL"), "Sorry, I cannot look that up."]}, [row]
+    )
     (obs,) = observations(tok, out)
     assert "Error: unknown tool 'get_stock_price'. Available tools: ['get_weather']." in obs
     m = out.extra_fields["slca_agent_metrics"]
@@ -249,9 +264,11 @@ async def test_identical_repeated_calls_are_counted_as_redundant(cfg, tok):
 
 async def test_calls_beyond_the_parallel_limit_are_counted_as_dropped(cfg, tok):
     q = "Weather in three cities?"
-    block = ("<tool_call>\n"
-             + json.dumps([{"name": "get_weather", "arguments": {"city": c}} for c in ("A", "B", "C")])
-             + "\n</tool_call>")
+    block = (
+        "<tool_call>\n"
+        + json.dumps([{"name": "get_weather", "arguments": {"city": c}} for c in ("A", "B", "C")])
+        + "\n</tool_call>"
+    )
     row = make_row(q, [WEATHER], PARIS, "g-limit")
     (out,), _ = await rollout(cfg, tok, {q: [block, SUMMARY_TEXT]}, [row], max_parallel_calls=2)
     assert observations(tok, out)[0].count("<tool_response>") == 2
@@ -373,8 +390,10 @@ def test_one_bad_call_in_a_list_block_spoils_the_block_as_hierr_scores_it():
     from slca_verl.agent_loop import parse_hermes_calls
     from slca_verl.rewards.parsing import parse_turn_calls
 
-    text = ('<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
-            '{"name": "get_weather", "arguments": [1]}]</tool_call>')
+    text = (
+        '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "get_weather", "arguments": [1]}]</tool_call>'
+    )
     _, calls = parse_hermes_calls(text)
     assert len(calls) == 1 and calls[0].name == "" and "must be a JSON object" in calls[0].error
     scored = parse_turn_calls([text], None, accept_string_arguments=True)
@@ -396,8 +415,14 @@ async def test_malformed_agent_metrics_count_as_zero_instead_of_failing_the_rewa
     from slca_verl.agent_loop.reward import compute_score as agent_compute_score
 
     gt = {"allowed_tools": ["w"], "gold_tool_calls": [[{"name": "w", "arguments": {}}]], "question_content": "q"}
-    bad = {"tool_calls": "many", "turns": None, "invalid_calls": float("nan"), "redundant_calls": float("inf"),
-           "dropped_calls": [1], "malformed_calls": "3"}  # fmt: skip
+    bad = {
+        "tool_calls": "many",
+        "turns": None,
+        "invalid_calls": float("nan"),
+        "redundant_calls": float("inf"),
+        "dropped_calls": [1],
+        "malformed_calls": "3",
+    }
     extra = {"slca_trajectory": {"assistant_texts": ["no call"], "tool_responses": []}, "slca_agent_metrics": bad}
     out = await agent_compute_score("xlam", "no call", gt, extra, judge="none")
     assert (out["agent_tool_calls"], out["agent_turns"], out["agent_invalid_calls"]) == (0, 0, 0)

@@ -94,10 +94,20 @@ def test_toolpo_matches_hand_computed_values(toolpo_batch):
 
 def test_toolpo_lambda_action_scales_only_the_tool_token_bonus(toolpo_batch):
     rm, mask, seg, index = toolpo_batch
-    base, _ = compute_toolpo_advantage(token_level_rewards=rm, response_mask=mask, index=index, segment_ids=seg,
-                                       config={"toolpo": {"lambda_action": 0.0}})  # fmt: skip
-    scaled, _ = compute_toolpo_advantage(token_level_rewards=rm, response_mask=mask, index=index, segment_ids=seg,
-                                         config={"toolpo": {"lambda_action": 2.0}})  # fmt: skip
+    base, _ = compute_toolpo_advantage(
+        token_level_rewards=rm,
+        response_mask=mask,
+        index=index,
+        segment_ids=seg,
+        config={"toolpo": {"lambda_action": 0.0}},
+    )
+    scaled, _ = compute_toolpo_advantage(
+        token_level_rewards=rm,
+        response_mask=mask,
+        index=index,
+        segment_ids=seg,
+        config={"toolpo": {"lambda_action": 2.0}},
+    )
     one, _ = compute_toolpo_advantage(token_level_rewards=rm, response_mask=mask, index=index, segment_ids=seg)
     tool = seg == T
     torch.testing.assert_close(scaled[~tool], base[~tool])
@@ -161,8 +171,13 @@ def test_rltr_keeps_a_cut_episodes_reward_when_segments_fall_back_to_mask_runs()
 
 def test_rltr_without_std_normalisation_centres_the_planner_reward():
     rm, mask, seg = laid_out("rltr", [ids(T, S), ids(T, S)], [{"rltr_total": 1.0}, {"rltr_total": 0.0}])
-    adv, _ = compute_rltr_advantage(token_level_rewards=rm, response_mask=mask, index=np.array(["g", "g"]),
-                                    segment_ids=seg, config={"norm_adv_by_std_in_grpo": False})  # fmt: skip
+    adv, _ = compute_rltr_advantage(
+        token_level_rewards=rm,
+        response_mask=mask,
+        index=np.array(["g", "g"]),
+        segment_ids=seg,
+        config={"norm_adv_by_std_in_grpo": False},
+    )
     assert adv[:, 0].tolist() == pytest.approx([0.5, -0.5])
 
 
@@ -198,10 +213,12 @@ def test_explicit_ids_of_the_wrong_shape_are_rejected(toolpo_batch, name):
 def test_groups_of_one_equal_rewards_and_empty_batches_give_zeros_never_nan(name):
     fn = get_adv_estimator_fn(name)
     seg = torch.stack([ids(T, O, S)] * 3)
-    rm = torch.stack([get_layout(name)(s, {"toolpo_success": 1.0, "toolpo_action": 1.0, "rltr_total": 1.0})[0]
-                      for s in seg])  # fmt: skip
-    adv, _ = fn(token_level_rewards=rm, response_mask=(seg != O).long(), index=np.array(["x", "x", "y"]),
-                segment_ids=seg)  # fmt: skip
+    rm = torch.stack(
+        [get_layout(name)(s, {"toolpo_success": 1.0, "toolpo_action": 1.0, "rltr_total": 1.0})[0] for s in seg]
+    )
+    adv, _ = fn(
+        token_level_rewards=rm, response_mask=(seg != O).long(), index=np.array(["x", "x", "y"]), segment_ids=seg
+    )
     assert torch.isfinite(adv).all() and torch.count_nonzero(adv) == 0
     adv, _ = fn(token_level_rewards=torch.zeros(2, 0), response_mask=torch.zeros(2, 0), index=np.array(["a", "a"]))
     assert adv.shape == (2, 0)
@@ -234,10 +251,19 @@ def test_the_advantage_dtype_is_verls_grpo_vectorized_dtype(name, reward_dtype, 
     ours, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, segment_ids=seg)
     assert ours.dtype == vec(token_level_rewards=rewards, response_mask=mask, index=index)[0].dtype
     assert bool(torch.isfinite(ours).all()) and torch.count_nonzero(ours) > 0
-    empty, _ = fn(token_level_rewards=torch.zeros(2, 0, dtype=reward_dtype),
-                  response_mask=torch.zeros(2, 0, dtype=mask_dtype), index=np.array(["a", "a"]))  # fmt: skip
-    assert empty.dtype == vec(token_level_rewards=torch.zeros(2, 1, dtype=reward_dtype),
-                              response_mask=torch.zeros(2, 1, dtype=mask_dtype), index=np.array(["a", "a"]))[0].dtype
+    empty, _ = fn(
+        token_level_rewards=torch.zeros(2, 0, dtype=reward_dtype),
+        response_mask=torch.zeros(2, 0, dtype=mask_dtype),
+        index=np.array(["a", "a"]),
+    )
+    assert (
+        empty.dtype
+        == vec(
+            token_level_rewards=torch.zeros(2, 1, dtype=reward_dtype),
+            response_mask=torch.zeros(2, 1, dtype=mask_dtype),
+            index=np.array(["a", "a"]),
+        )[0].dtype
+    )
 
 
 @pytest.mark.parametrize("name", ["toolpo", "rltr"])
@@ -245,8 +271,9 @@ def test_integer_rewards_give_float32_advantages_not_truncated_ones(name):
     # group a: planner / action rewards 3 and 1 on the first tool token -> ±1/sqrt(2), which int64 would make 0
     seg = torch.stack([ids(T, O, S)] * 2)
     rewards = torch.tensor([[3, 0, 0], [1, 0, 0]], dtype=torch.int64)
-    adv, _ = get_adv_estimator_fn(name)(token_level_rewards=rewards, response_mask=(seg != O).long(),
-                                        index=np.array(["a", "a"]), segment_ids=seg)  # fmt: skip
+    adv, _ = get_adv_estimator_fn(name)(
+        token_level_rewards=rewards, response_mask=(seg != O).long(), index=np.array(["a", "a"]), segment_ids=seg
+    )
     h = 1 / math.sqrt(2)
     assert adv.dtype == torch.float32 and adv[:, 0].tolist() == pytest.approx([h, -h], rel=1e-5)
 
@@ -257,16 +284,22 @@ def test_integer_rewards_give_float32_advantages_not_truncated_ones(name):
 
 @pytest.fixture(scope="module")
 def algo_cfgs():
-    base = ["actor_rollout_ref.model.path=/nonexistent", "data.train_batch_size=8",
-            "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4"]  # fmt: skip
+    base = [
+        "actor_rollout_ref.model.path=/nonexistent",
+        "data.train_batch_size=8",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    ]
     with initialize_config_dir(config_dir=VERL_CONFIG_DIR, version_base=None):
         return {
-            "toolpo": compose("ppo_trainer", [*base, "algorithm.adv_estimator=toolpo",
-                                              "+algorithm.toolpo.lambda_action=0.5"]).algorithm,
+            "toolpo": compose(
+                "ppo_trainer", [*base, "algorithm.adv_estimator=toolpo", "+algorithm.toolpo.lambda_action=0.5"]
+            ).algorithm,
             "rltr": compose("ppo_trainer", [*base, "algorithm.adv_estimator=rltr"]).algorithm,
-            "gdpo": compose("ppo_trainer", [*base, "algorithm.adv_estimator=gdpo",
-                                            "+algorithm.gdpo_reward_keys=[r_tool,r_sum]"]).algorithm,
-        }  # fmt: skip
+            "gdpo": compose(
+                "ppo_trainer", [*base, "algorithm.adv_estimator=gdpo", "+algorithm.gdpo_reward_keys=[r_tool,r_sum]"]
+            ).algorithm,
+        }
 
 
 @pytest.mark.parametrize("name", ["toolpo", "rltr"])
@@ -285,8 +318,13 @@ def test_verl_compute_advantage_dispatches_to_the_registered_estimator_with_hydr
     torch.testing.assert_close(out.batch["advantages"], direct)
     if name == "toolpo":  # lambda_action=0.5 from the +algorithm.toolpo key arrived
         full, _ = compute_toolpo_advantage(token_level_rewards=rm, response_mask=mask, index=index, segment_ids=seg)
-        plain, _ = compute_toolpo_advantage(token_level_rewards=rm, response_mask=mask, index=index, segment_ids=seg,
-                                            config={"toolpo": {"lambda_action": 0.0}})  # fmt: skip
+        plain, _ = compute_toolpo_advantage(
+            token_level_rewards=rm,
+            response_mask=mask,
+            index=index,
+            segment_ids=seg,
+            config={"toolpo": {"lambda_action": 0.0}},
+        )
         torch.testing.assert_close(direct - plain, 0.5 * (full - plain))
 
 
@@ -302,10 +340,14 @@ def test_verl_gdpo_normalises_hierr_components_taken_from_non_tensor_batch(algo_
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]])
     attention = torch.cat([torch.ones(6, P, dtype=torch.long), mask], dim=1)
     data = DataProto.from_dict(
-        tensors={"token_level_rewards": torch.zeros(6, L), "response_mask": mask, "prompts": torch.zeros(6, P),
-                 "attention_mask": attention},
+        tensors={
+            "token_level_rewards": torch.zeros(6, L),
+            "response_mask": mask,
+            "prompts": torch.zeros(6, P),
+            "attention_mask": attention,
+        },
         non_tensors={"uid": np.array(["g", "g", "g", "h", "h", "h"], dtype=object), "r_tool": r_tool, "r_sum": r_sum},
-    )  # fmt: skip
+    )
     out = compute_advantage(data, adv_estimator="gdpo", config=algo_cfgs["gdpo"]).batch["advantages"]
 
     per_row = np.array(zscore(r_tool[:3].tolist()) + zscore(r_tool[3:].tolist()))

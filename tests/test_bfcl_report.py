@@ -10,18 +10,25 @@ import pytest
 from slca_verl.eval import bfcl_leaderboard as bl
 
 #: bfcl-eval 2026.3.23's data_overall.csv header (bfcl_eval/constants/column_headers.py, COLUMNS_OVERALL)
-HEADER = ("Rank,Overall Acc,Model,Model Link,Total Cost ($),Latency Mean (s),Latency Standard Deviation (s),"
-          "Latency 95th Percentile (s),Non-Live AST Acc,Non-Live Simple AST,Non-Live Multiple AST,"
-          "Non-Live Parallel AST,Non-Live Parallel Multiple AST,Live Acc,Live Simple AST,Live Multiple AST,"
-          "Live Parallel AST,Live Parallel Multiple AST,Multi Turn Acc,Multi Turn Base,Multi Turn Miss Func,"
-          "Multi Turn Miss Param,Multi Turn Long Context,Web Search Acc,Web Search Base,Web Search No Snippet,"
-          "Memory Acc,Memory KV,Memory Vector,Memory Recursive Summarization,Relevance Detection,"
-          "Irrelevance Detection,Format Sensitivity Max Delta,Format Sensitivity Standard Deviation,Organization,"
-          "License").split(",")  # fmt: skip
+HEADER = (
+    "Rank,Overall Acc,Model,Model Link,Total Cost ($),Latency Mean (s),Latency Standard Deviation (s),"
+    "Latency 95th Percentile (s),Non-Live AST Acc,Non-Live Simple AST,Non-Live Multiple AST,"
+    "Non-Live Parallel AST,Non-Live Parallel Multiple AST,Live Acc,Live Simple AST,Live Multiple AST,"
+    "Live Parallel AST,Live Parallel Multiple AST,Multi Turn Acc,Multi Turn Base,Multi Turn Miss Func,"
+    "Multi Turn Miss Param,Multi Turn Long Context,Web Search Acc,Web Search Base,Web Search No Snippet,"
+    "Memory Acc,Memory KV,Memory Vector,Memory Recursive Summarization,Relevance Detection,"
+    "Irrelevance Detection,Format Sensitivity Max Delta,Format Sensitivity Standard Deviation,Organization,"
+    "License"
+).split(",")
 #: where bfcl-eval writes each category's score file (utils.get_directory_structure_by_category)
-FOLDER = {"memory_kv": "agentic/memory/kv", "memory_rec_sum": "agentic/memory/rec_sum",
-          "multi_turn_base": "multi_turn", "simple_python": "non_live", "simple_java": "non_live",
-          "multiple": "non_live"}  # fmt: skip
+FOLDER = {
+    "memory_kv": "agentic/memory/kv",
+    "memory_rec_sum": "agentic/memory/rec_sum",
+    "multi_turn_base": "multi_turn",
+    "simple_python": "non_live",
+    "simple_java": "non_live",
+    "multiple": "non_live",
+}
 
 
 def write_scores(root, counts: dict[str, tuple[int, int]], cells: dict[str, str]):
@@ -39,16 +46,25 @@ def write_scores(root, counts: dict[str, tuple[int, int]], cells: dict[str, str]
 def test_memory_acc_is_reported_over_the_memory_categories_that_ran_where_bfcl_eval_says_na(tmp_path):
     """The CPU chain's report said "Memory Acc N/A" after memory_kv and memory_rec_sum ran: bfcl-eval shows N/A for
     the group because memory_vector (internet) was left out. The report gives the mean of the two that ran."""
-    write_scores(tmp_path, {"memory_kv": (0, 3), "memory_rec_sum": (1, 2), "multi_turn_base": (1, 2)},
-                 {"Overall Acc": "5.00%", "Multi Turn Acc": "12.50%", "Live Acc": "0.00%"})  # fmt: skip
+    write_scores(
+        tmp_path,
+        {"memory_kv": (0, 3), "memory_rec_sum": (1, 2), "multi_turn_base": (1, 2)},
+        {"Overall Acc": "5.00%", "Multi Turn Acc": "12.50%", "Live Acc": "0.00%"},
+    )
     result = bl.summarize(str(tmp_path), ["memory_kv", "memory_rec_sum", "multi_turn_base"])
     assert result["groups"]["Memory Acc"] is None and result["groups"]["Multi Turn Acc"] == pytest.approx(0.125)
     assert result["groups_over_run"] == {
-        "Memory Acc": {"accuracy": pytest.approx(0.25), "categories": ["memory_kv", "memory_rec_sum"],
-                       "not_run": ["memory_vector"]}}  # fmt: skip
+        "Memory Acc": {
+            "accuracy": pytest.approx(0.25),
+            "categories": ["memory_kv", "memory_rec_sum"],
+            "not_run": ["memory_vector"],
+        }
+    }
     text = bl.table(result)
-    assert ("| **Memory Acc** over the categories run (memory_kv, memory_rec_sum; not run: memory_vector; "
-            "bfcl-eval: N/A) |  | 25.00 |") in text  # fmt: skip
+    assert (
+        "| **Memory Acc** over the categories run (memory_kv, memory_rec_sum; not run: memory_vector; "
+        "bfcl-eval: N/A) |  | 25.00 |"
+    ) in text
     # a group none of whose categories ran stays bfcl-eval's N/A; a group bfcl-eval gives a number keeps it
     assert "| **Web Search Acc** (bfcl-eval) |  | N/A |" in text
     assert "| **Multi Turn Acc** (bfcl-eval) |  | 12.50 |" in text

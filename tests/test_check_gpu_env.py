@@ -15,10 +15,29 @@ from sgls_helpers import dead_url
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "check_gpu_env.py")
-RECIPE_ENV = ("SGLS_URLS", "JUDGE_URLS", "SGLS_MODEL", "JUDGE_MODEL", "SGLS_BACKEND", "JUDGE", "MODEL_PATH", "SFT_DIR",
-              "N_GPUS_PER_NODE", "SERVICES_DIR", "VERL_USE_EXTERNAL_PLUGINS", "API_KEY_FILE", "ATTN", "LOGGER",
-              "TRAIN_FILES", "VAL_FILES", "WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "NETRC",
-              "HF_HUB_OFFLINE")  # fmt: skip
+RECIPE_ENV = (
+    "SGLS_URLS",
+    "JUDGE_URLS",
+    "SGLS_MODEL",
+    "JUDGE_MODEL",
+    "SGLS_BACKEND",
+    "JUDGE",
+    "MODEL_PATH",
+    "SFT_DIR",
+    "N_GPUS_PER_NODE",
+    "SERVICES_DIR",
+    "VERL_USE_EXTERNAL_PLUGINS",
+    "API_KEY_FILE",
+    "ATTN",
+    "LOGGER",
+    "TRAIN_FILES",
+    "VAL_FILES",
+    "WANDB_API_KEY",
+    "WANDB_MODE",
+    "WANDB_BASE_URL",
+    "NETRC",
+    "HF_HUB_OFFLINE",
+)
 KEY = "sk-slca-preflight-test"
 
 spec = importlib.util.spec_from_file_location("check_gpu_env", SCRIPT)
@@ -111,11 +130,29 @@ def test_on_a_cpu_machine_it_exits_1_and_names_the_cuda_torch_missing(models_ser
     dead = dead_url()
     env = {k: v for k, v in os.environ.items() if k not in RECIPE_ENV}
     proc = subproc.run(
-        [sys.executable, SCRIPT, "--gpus-per-node", "8", "--sgls-urls", f"{models_server},{dead}", "--sgls-model", "m",
-         "--judge-urls", dead, "--model-path", str(model), "--timeout", "2", "--api-key-file", key_file],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            SCRIPT,
+            "--gpus-per-node",
+            "8",
+            "--sgls-urls",
+            f"{models_server},{dead}",
+            "--sgls-model",
+            "m",
+            "--judge-urls",
+            dead,
+            "--model-path",
+            str(model),
+            "--timeout",
+            "2",
+            "--api-key-file",
+            key_file,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**env, "SERVICES_DIR": str(clean_env / "services"), "NETRC": str(clean_env / "no_netrc")},
-    )  # fmt: skip
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     status = lines_of(proc.stdout)
     torch_line = next(line for line in proc.stdout.splitlines() if "torch with CUDA" in line)
@@ -144,8 +181,7 @@ def test_a_live_server_is_ok_and_a_dead_port_is_missing(models_server):
 
 
 def test_a_server_that_serves_another_model_is_missing(models_server):
-    check = check_gpu_env.check_server("Judge", models_server, "gpt-oss-120b", 2.0, "serve_judge.sh", "JUDGE_URLS",
-                                       KEY)  # fmt: skip
+    check = check_gpu_env.check_server("Judge", models_server, "gpt-oss-120b", 2.0, "serve_judge.sh", "JUDGE_URLS", KEY)
     assert check.ok is False and "not gpt-oss-120b" in check.detail and "JUDGE_MODEL" in check.fix
 
 
@@ -250,8 +286,20 @@ def test_the_key_comes_from_api_key_file_else_the_serving_scripts_file(models_se
     services = clean_env / "services"
     services.mkdir()
     (services / "api_key").write_text(KEY + "\n")
-    args = check_gpu_env.parse_args(["--sgls-urls", models_server, "--sgls-model", "m", "--judge-urls", models_server,
-                                     "--judge-model", "m", "--timeout", "2"])  # fmt: skip
+    args = check_gpu_env.parse_args(
+        [
+            "--sgls-urls",
+            models_server,
+            "--sgls-model",
+            "m",
+            "--judge-urls",
+            models_server,
+            "--judge-model",
+            "m",
+            "--timeout",
+            "2",
+        ]
+    )
     assert [c.ok for c in check_gpu_env.server_checks(args)] == [True, True]
     monkeypatch.setenv("API_KEY_FILE", str(clean_env / "elsewhere"))  # the recipe's variable wins
     assert [c.ok for c in check_gpu_env.server_checks(args)] == [False, False]
@@ -355,6 +403,11 @@ def test_python_3_13_is_refused_like_setup_py_says(clean_env):
     bad = check_gpu_env.check_python((3, 13, 1))
     assert bad.ok is False and "<3.13" in bad.detail and "python3.12" in bad.fix
     tree = ast.parse(open(os.path.join(REPO, "setup.py")).read())
-    spec = next(k.value.value for n in ast.walk(tree) if isinstance(n, ast.Call)
-                for k in n.keywords if k.arg == "python_requires")  # fmt: skip
+    spec = next(
+        k.value.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        for k in n.keywords
+        if k.arg == "python_requires"
+    )
     assert "3.12.8" in SpecifierSet(spec) and "3.13.0" not in SpecifierSet(spec) and "3.9.18" not in SpecifierSet(spec)

@@ -153,8 +153,9 @@ def test_unknown_slca_config_keys_are_rejected(two_groups):
 def test_bad_slca_settings_fail_naming_the_key(two_groups, settings, message):
     rewards, mask, index = two_groups
     with pytest.raises(ValueError, match=re.escape(message)):
-        compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index,
-                                    config={"slca": settings})  # fmt: skip
+        compute_slca_grpo_advantage(
+            token_level_rewards=rewards, response_mask=mask, index=index, config={"slca": settings}
+        )
 
 
 def test_integer_rewards_give_float_advantages_not_truncated_ones(two_groups):

@@ -101,8 +101,9 @@ def test_settings_a_cpu_cannot_run_are_refused_naming_the_override():
 
     ok_model = SimpleNamespace(override_config={"attn_implementation": "sdpa"}, use_remove_padding=False)
     assert cpu_setting_problems(ok_model, SimpleNamespace(strategy="fsdp2")) == []
-    problems = cpu_setting_problems(SimpleNamespace(override_config={}, use_remove_padding=True),
-                                    SimpleNamespace(strategy="fsdp"))  # fmt: skip
+    problems = cpu_setting_problems(
+        SimpleNamespace(override_config={}, use_remove_padding=True), SimpleNamespace(strategy="fsdp")
+    )
     text = " ".join(problems)
     assert len(problems) == 3
     assert "actor_rollout_ref.actor.strategy=fsdp2" in text
@@ -129,8 +130,11 @@ def server(tiny_dir):
 
 
 def greedy(server, prompt, **params):
-    out = asyncio.run(server.generate(request_id="r", prompt_ids=prompt,
-                                      sampling_params={"temperature": 0, "logprobs": True, **params}))  # fmt: skip
+    out = asyncio.run(
+        server.generate(
+            request_id="r", prompt_ids=prompt, sampling_params={"temperature": 0, "logprobs": True, **params}
+        )
+    )
     return out
 
 
@@ -215,9 +219,13 @@ def test_assistant_labels_mark_exactly_the_assistant_turns_and_their_end_token(t
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_dir)
-    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "weather in paris?"},
-                {"role": "assistant", "content": '<tool_call>\n{"name": "w", "arguments": {}}\n</tool_call>'},
-                {"role": "tool", "content": '{"t": 21}'}, {"role": "assistant", "content": "It is 21 degrees."}]
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "weather in paris?"},
+        {"role": "assistant", "content": '<tool_call>\n{"name": "w", "arguments": {}}\n</tool_call>'},
+        {"role": "tool", "content": '{"t": 21}'},
+        {"role": "assistant", "content": "It is 21 degrees."},
+    ]
     ids, trained = tiny_model.assistant_labels(tok, messages)
     marked = tok.decode([i for i, t in zip(ids, trained) if t])
     assert "</tool_call><|im_end|>" in marked and marked.endswith("It is 21 degrees.<|im_end|>")
@@ -226,8 +234,11 @@ def test_assistant_labels_mark_exactly_the_assistant_turns_and_their_end_token(t
 
 def test_gold_episodes_hold_the_call_the_simulated_response_and_a_grounded_reply(tmp_path):
     sample = os.path.join(os.path.dirname(__file__), "..", "examples", "data", "quickstart_xlam.json")
-    subproc.run([sys.executable, "-m", "data_prep.xlam", "--input", sample, "--output_dir", str(tmp_path),
-                    "--no_progress"], check=True, capture_output=True)  # fmt: skip
+    subproc.run(
+        [sys.executable, "-m", "data_prep.xlam", "--input", sample, "--output_dir", str(tmp_path), "--no_progress"],
+        check=True,
+        capture_output=True,
+    )
     dialogues = tiny_model.gold_dialogues([str(tmp_path / "xlam_train.parquet")])
     assert len(dialogues) == 12
     for d in dialogues:
@@ -264,11 +275,15 @@ def test_warm_up_text_shows_tool_responses_as_the_json_the_agent_loop_sends(tmp_
     assert all(any(r in t for t in texts) for r in responses)  # verbatim, double quotes and all
 
 
-SCHEMAS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": p}}}
-           for n, p in [("get_weather", {"city": {"type": "string"}}),
-                        ("get_population", {"city": {"type": "string"}}),
-                        ("get_exchange_rate", {"base": {"type": "string"}, "quote": {"type": "string"}}),
-                        ("get_time", {"city": {"type": "string"}, "hour": {"type": "integer"}})]]  # fmt: skip
+SCHEMAS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": p}}}
+    for n, p in [
+        ("get_weather", {"city": {"type": "string"}}),
+        ("get_population", {"city": {"type": "string"}}),
+        ("get_exchange_rate", {"base": {"type": "string"}, "quote": {"type": "string"}}),
+        ("get_time", {"city": {"type": "string"}, "hour": {"type": "integer"}}),
+    ]
+]
 
 
 def _call(name, **args):
@@ -279,11 +294,16 @@ def test_undecided_steps_enumerate_same_signature_tools_and_orders_of_same_typed
     W, P = "get_weather", "get_population"
     # one choice per name (parallel calls stay alike), the gold step first
     assert tiny_model.undecided_steps([_call(W, city="Lima"), _call(W, city="Rome")], SCHEMAS) == [
-        [_call(W, city="Lima"), _call(W, city="Rome")], [_call(P, city="Lima"), _call(P, city="Rome")]]
+        [_call(W, city="Lima"), _call(W, city="Rome")],
+        [_call(P, city="Lima"), _call(P, city="Rome")],
+    ]
     # two names, two choices each: four versions
     assert tiny_model.undecided_steps([_call(W, city="Paris"), _call(P, city="Rome")], SCHEMAS) == [
-        [_call(W, city="Paris"), _call(P, city="Rome")], [_call(W, city="Paris"), _call(W, city="Rome")],
-        [_call(P, city="Paris"), _call(P, city="Rome")], [_call(P, city="Paris"), _call(W, city="Rome")]]
+        [_call(W, city="Paris"), _call(P, city="Rome")],
+        [_call(W, city="Paris"), _call(W, city="Rome")],
+        [_call(P, city="Paris"), _call(P, city="Rome")],
+        [_call(P, city="Paris"), _call(W, city="Rome")],
+    ]
     # same-typed values in both orders; a unique signature keeps its name; mixed types stay in their slots
     fx = [_call("get_exchange_rate", base="USD", quote="EUR")]
     assert tiny_model.undecided_steps(fx, SCHEMAS) == [fx, [_call("get_exchange_rate", base="EUR", quote="USD")]]

@@ -21,12 +21,16 @@ def write_metrics(path, records):
 
 def test_run_summary_reads_verls_validation_and_the_noise_leak(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    write_metrics(path, [
-        (0, {TOOL: 0.04, CHAT: 1.0, REPLY: 0.5}),
-        (1, {cr.LEAK_KEY: 0.2}), (2, {cr.LEAK_KEY: 0.4}),
-        (5, {TOOL: 0.25, CHAT: 1.0, REPLY: 0.6, cr.LEAK_KEY: 0.6}),  # a step's training and validation records
-        (10, {TOOL: 0.40, CHAT: 0.75, REPLY: 0.7}),
-    ])  # fmt: skip
+    write_metrics(
+        path,
+        [
+            (0, {TOOL: 0.04, CHAT: 1.0, REPLY: 0.5}),
+            (1, {cr.LEAK_KEY: 0.2}),
+            (2, {cr.LEAK_KEY: 0.4}),
+            (5, {TOOL: 0.25, CHAT: 1.0, REPLY: 0.6, cr.LEAK_KEY: 0.6}),  # a step's training and validation records
+            (10, {TOOL: 0.40, CHAT: 0.75, REPLY: 0.7}),
+        ],
+    )
     with open(path, "a") as f:
         f.write("not json\n")  # a truncated last line of a killed run is skipped
     s = cr.run_summary(cr.read_metrics(str(path)), threshold=0.3)
@@ -38,9 +42,21 @@ def test_run_summary_reads_verls_validation_and_the_noise_leak(tmp_path):
 
 
 def test_summary_gives_median_and_range_and_counts_never_as_steps_plus_one():
-    runs = [{"method": "grpo", "sigma": 1.0, "seed": s, "failed": False, "steps_to_threshold": t,
-             "start_tool_acc": 0.0, "final_tool_acc": a, "final_abstention_acc": 1.0, "final_reply_quality": 0.5,
-             "noise_leak": 0.6} for s, t, a in ((1, 5, 0.4), (2, None, 0.2), (3, 10, 0.35))]
+    runs = [
+        {
+            "method": "grpo",
+            "sigma": 1.0,
+            "seed": s,
+            "failed": False,
+            "steps_to_threshold": t,
+            "start_tool_acc": 0.0,
+            "final_tool_acc": a,
+            "final_abstention_acc": 1.0,
+            "final_reply_quality": 0.5,
+            "noise_leak": 0.6,
+        }
+        for s, t, a in ((1, 5, 0.4), (2, None, 0.2), (3, 10, 0.35))
+    ]
     runs.append({**runs[0], "seed": 4, "failed": True})
     cell = cr.summarise(runs, steps=10)["grpo|1"]
     assert cell["runs"] == 4 and cell["failed"] == 1 and cell["reached"] == 2
@@ -52,17 +68,26 @@ def test_summary_gives_median_and_range_and_counts_never_as_steps_plus_one():
 
 def test_resume_keeps_finished_runs_of_other_cells_and_reruns_failed_ones(tmp_path):
     out = tmp_path / "grid.json"
-    run = {"steps_to_threshold": 5, "start_tool_acc": 0.0, "final_tool_acc": 0.4, "final_abstention_acc": 1.0,
-           "final_reply_quality": 0.5, "noise_leak": 0.6}
-    done = [{"method": "grpo", "sigma": 1.0, "seed": 11, "failed": False, **run},
-            {"method": "gdpo", "sigma": 1.0, "seed": 11, "failed": True, **run}]
+    run = {
+        "steps_to_threshold": 5,
+        "start_tool_acc": 0.0,
+        "final_tool_acc": 0.4,
+        "final_abstention_acc": 1.0,
+        "final_reply_quality": 0.5,
+        "noise_leak": 0.6,
+    }
+    done = [
+        {"method": "grpo", "sigma": 1.0, "seed": 11, "failed": False, **run},
+        {"method": "gdpo", "sigma": 1.0, "seed": 11, "failed": True, **run},
+    ]
     json.dump({"args": {"steps": 10}, "runs": done}, open(out, "w"))
     prev = cr.previous_runs(str(out), steps=10)
     assert set(prev) == {("grpo", 1.0, 11)}  # the failed run is not kept: it runs again
     assert cr.previous_runs(str(out), steps=20) == {}  # another budget is another experiment
     assert cr.previous_runs(str(tmp_path / "none.json"), steps=10) == {}
-    args = argparse.Namespace(out=str(out), steps=10, threshold=0.3, plot_only=None, resume=True, seeds=[42],
-                              methods=["gdpo"], sigmas=[0.0])
+    args = argparse.Namespace(
+        out=str(out), steps=10, threshold=0.3, plot_only=None, resume=True, seeds=[42], methods=["gdpo"], sigmas=[0.0]
+    )
     cr.write_result(args, {"cpus": 2}, 1.0, list(prev.values()))
     written = json.load(open(out))
     assert written["runs"] == [done[0]] and "resume" not in written["args"]

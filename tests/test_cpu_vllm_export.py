@@ -83,7 +83,16 @@ def test_export_saves_a_widened_checkpoint_with_its_tokenizer(tmp_path):
 def test_non_qwen3_models_are_refused():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    m = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                     num_attention_heads=2, num_key_value_heads=1, head_dim=16))
+    m = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=16,
+        )
+    )
     with pytest.raises(ValueError, match="only Qwen3"):
         widen_heads(m, 64)

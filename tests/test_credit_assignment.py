@@ -27,8 +27,9 @@ def response(tool: int, city: int, words) -> list[int]:
 def hierr(resp, noise=0.0):
     d = T.decode(resp)
     judge = T.NoisyReferenceJudge(REFS, noise=noise)
-    return asyncio.run(score_trajectory([d.call_text, d.reply_text], ['{"status": "success"}'], TASK.ground_truth(),
-                                        judge=judge))
+    return asyncio.run(
+        score_trajectory([d.call_text, d.reply_text], ['{"status": "success"}'], TASK.ground_truth(), judge=judge)
+    )
 
 
 def test_hierr_scores_the_decoded_call_right_tool_and_city_1_wrong_city_0_8_wrong_tool_0_4():
@@ -58,8 +59,17 @@ def test_policy_log_probs_match_sampling_and_respect_the_slot_grammar():
 
 
 def _rewards(r_tool, r_sum):
-    return [{"score": a + b, "r_tool": a, "r_sum": b, "toolpo_success": float(a == 1.0),
-             "toolpo_action": float(a == 1.0), "rltr_total": float(a == 1.0)} for a, b in zip(r_tool, r_sum)]
+    return [
+        {
+            "score": a + b,
+            "r_tool": a,
+            "r_sum": b,
+            "toolpo_success": float(a == 1.0),
+            "toolpo_action": float(a == 1.0),
+            "rltr_total": float(a == 1.0),
+        }
+        for a, b in zip(r_tool, r_sum)
+    ]
 
 
 @pytest.mark.parametrize("method", list(CA.METHODS))
@@ -102,12 +112,24 @@ def test_short_training_run_shows_contamination_for_grpo_and_none_for_slca_grpo(
 
 def test_summary_aggregates_medians_and_the_slca_over_grpo_step_ratio():
     def fake(method, seed, steps):
-        return {"config": {"method": method, "sigma": 1.0, "seed": seed}, "steps_to_threshold": steps,
-                "reached": True, "final_tool_acc": 1.0, "final_summary_q": 0.5, "contamination": 0.1,
-                "sim": {"trajectories": 10, "backend_calls_cached": 4, "backend_calls_uncached": 10}}
+        return {
+            "config": {"method": method, "sigma": 1.0, "seed": seed},
+            "steps_to_threshold": steps,
+            "reached": True,
+            "final_tool_acc": 1.0,
+            "final_summary_q": 0.5,
+            "contamination": 0.1,
+            "sim": {"trajectories": 10, "backend_calls_cached": 4, "backend_calls_uncached": 10},
+        }
 
-    runs = [fake("grpo", 0, 100), fake("grpo", 1, 80), fake("grpo", 2, 90), fake("slca_grpo", 0, 45),
-            fake("slca_grpo", 1, 60), fake("slca_grpo", 2, 50)]
+    runs = [
+        fake("grpo", 0, 100),
+        fake("grpo", 1, 80),
+        fake("grpo", 2, 90),
+        fake("slca_grpo", 0, 45),
+        fake("slca_grpo", 1, 60),
+        fake("slca_grpo", 2, 50),
+    ]
     s = CA.summarise(runs)["1.0"]
     assert s["grpo"]["steps_to_threshold"]["median"] == 90
     assert s["slca_over_grpo_steps"] == pytest.approx(50 / 90)

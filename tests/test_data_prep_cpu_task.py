@@ -17,8 +17,10 @@ def combo_of(row) -> tuple:
     question = row["reward_model"]["ground_truth"]["question_content"]
     if not gold:  # chat: the city is the last word
         return ("chat", question.rstrip(".").split()[-1])
-    return (row["reward_model"]["ground_truth"]["subset_name"],
-            tuple(tuple(sorted(c["arguments"].items())) for c in gold[0]))
+    return (
+        row["reward_model"]["ground_truth"]["subset_name"],
+        tuple(tuple(sorted(c["arguments"].items())) for c in gold[0]),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +66,12 @@ def test_the_same_seed_writes_the_same_split_and_another_seed_another(written, t
     _, train, val = written
     again = cpu_task.generate_records(seed=5)
     assert sorted(r["question"] for r in again if r["split"] == "val") == sorted(
-        val["reward_model"].map(lambda m: m["ground_truth"]["question_content"]))
+        val["reward_model"].map(lambda m: m["ground_truth"]["question_content"])
+    )
     other = cpu_task.generate_records(seed=6)
-    assert ({r["question"] for r in other if r["split"] == "val"}
-            != {r["question"] for r in again if r["split"] == "val"})
+    assert {r["question"] for r in other if r["split"] == "val"} != {
+        r["question"] for r in again if r["split"] == "val"
+    }
     with pytest.raises(ValueError, match="val_share"):
         cpu_task.generate_records(val_share=1.0)
 
@@ -76,16 +80,27 @@ def test_a_pinned_split_is_kept_while_unpinned_rows_are_split_at_random(tmp_path
     tools = normalize_tools(cpu_task.TOOLS)
 
     def convert(record, index):
-        return [Candidate(data_source="t", messages=[{"role": "user", "content": record["q"]}], tools=tools,
-                          gold=[], question=record["q"], record_index=index, split=record.get("split"))]
+        return [
+            Candidate(
+                data_source="t",
+                messages=[{"role": "user", "content": record["q"]}],
+                tools=tools,
+                gold=[],
+                question=record["q"],
+                record_index=index,
+                split=record.get("split"),
+            )
+        ]
 
     records = [{"q": f"pinned val {i}?", "split": "val"} for i in range(3)]
     records += [{"q": f"pinned train {i}?", "split": "train"} for i in range(3)]
     records += [{"q": f"free {i}?"} for i in range(10)]
-    report = run("t", "mem", records, convert, Options(output_dir=str(tmp_path), name="t", val_ratio=0.5, seed=1,
-                                                        progress=False))
-    val = set(pd.read_parquet(tmp_path / "t_val.parquet")["reward_model"].map(
-        lambda m: m["ground_truth"]["question_content"]))
+    report = run(
+        "t", "mem", records, convert, Options(output_dir=str(tmp_path), name="t", val_ratio=0.5, seed=1, progress=False)
+    )
+    val = set(
+        pd.read_parquet(tmp_path / "t_val.parquet")["reward_model"].map(lambda m: m["ground_truth"]["question_content"])
+    )
     assert {f"pinned val {i}?" for i in range(3)} <= val
     assert not any(q.startswith("pinned train") for q in val)
     assert len([q for q in val if q.startswith("free")]) == 5  # ceil(0.5 * 10) of the free records

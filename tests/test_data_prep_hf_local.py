@@ -50,8 +50,9 @@ def test_save_to_disk_folder(tmp_path, xlam_records, direct):
     datasets.Dataset.from_list(xlam_records).save_to_disk(str(tmp_path / "hf"))
     assert hf_local.detect(str(tmp_path / "hf")) == "save_to_disk"
     same(run(xlam, tmp_path / "hf", tmp_path / "out"), direct)
-    report = xlam.main(["--input", str(tmp_path / "hf"), "--output_dir", str(tmp_path / "few"), "--no_progress",
-                        "--max_records", "4"])
+    report = xlam.main(
+        ["--input", str(tmp_path / "hf"), "--output_dir", str(tmp_path / "few"), "--no_progress", "--max_records", "4"]
+    )
     assert report.records_in == 4  # the pipeline slices the memory-mapped dataset
 
 
@@ -60,8 +61,9 @@ def test_dataset_dict_folder_reads_train_or_the_named_split(tmp_path, xlam_recor
     datasets.DatasetDict({"train": ds, "test": ds.select(range(3))}).save_to_disk(str(tmp_path / "dd"))
     assert hf_local.detect(str(tmp_path / "dd")) == "dataset_dict"
     same(run(xlam, tmp_path / "dd", tmp_path / "out"), direct)
-    report = xlam.main(["--input", str(tmp_path / "dd" / "test"), "--output_dir", str(tmp_path / "test"),
-                        "--no_progress"])
+    report = xlam.main(
+        ["--input", str(tmp_path / "dd" / "test"), "--output_dir", str(tmp_path / "test"), "--no_progress"]
+    )
     assert report.records_in == 3
     datasets.DatasetDict({"a": ds, "b": ds}).save_to_disk(str(tmp_path / "ab"))
     with pytest.raises(ValueError, match=r"holds the splits \['a', 'b'\]"):
@@ -88,14 +90,17 @@ def test_the_authors_rl_parquet_as_a_dataset_folder(tmp_path):
     """The released layout: gold_tool_calls a list of names (or []) in every row, read via datasets."""
     from test_data_prep_toucan_forms import authors_row
 
-    rows = [authors_row("names", ["server-search_components", "server-list_components"], serialise=False),
-            authors_row("irrelevant", [], subset="irrelevant", serialise=False)]
+    rows = [
+        authors_row("names", ["server-search_components", "server-list_components"], serialise=False),
+        authors_row("irrelevant", [], subset="irrelevant", serialise=False),
+    ]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "rl"))
     report, df = run(toucan, tmp_path / "rl", tmp_path / "out")
     assert report.rows_written == 2 and report.notes["gold_format"] == {"nested": 1, "flat": 0, "names": 1}
     names = df[df["reward_model"].map(lambda r: r["ground_truth"]["question_content"]) == "names"].iloc[0]
     assert json.loads(names["reward_model"]["ground_truth"]["gold_tool_calls"]) == [
-        [{"name": "server-search_components", "arguments": {}}, {"name": "server-list_components", "arguments": {}}]]
+        [{"name": "server-search_components", "arguments": {}}, {"name": "server-list_components", "arguments": {}}]
+    ]
 
 
 def test_plain_folders_and_files_are_not_hugging_face_folders(tmp_path):
@@ -118,13 +123,21 @@ def test_missing_input_names_the_expected_location(tmp_path, capsys):
 # --- a snapshot of JSON files: read by the project's reader, never retyped by pyarrow (issue 18) -------------------
 
 HUGE = "1" * 5000  # past Python's 4300-digit int limit; pyarrow's JSON reader makes it inf
-FORECAST = {"name": "get_forecast", "description": "Forecast of a city.", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}
+FORECAST = {
+    "name": "get_forecast",
+    "description": "Forecast of a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    },
+}
 
 
 def xlam_line(query, **arguments):
-    return json.dumps({"query": query, "tools": json.dumps([FORECAST]),
-                       "answers": [{"name": "get_forecast", "arguments": arguments}]}).encode()
+    return json.dumps(
+        {"query": query, "tools": json.dumps([FORECAST]), "answers": [{"name": "get_forecast", "arguments": arguments}]}
+    ).encode()
 
 
 def snapshot_and_plain(tmp_path, lines, name="train.jsonl"):
@@ -139,8 +152,12 @@ def snapshot_and_plain(tmp_path, lines, name="train.jsonl"):
 
 
 def gold_of(df):
-    return {r["reward_model"]["ground_truth"]["question_content"]:
-            json.loads(r["reward_model"]["ground_truth"]["gold_tool_calls"]) for _, r in df.iterrows()}
+    return {
+        r["reward_model"]["ground_truth"]["question_content"]: json.loads(
+            r["reward_model"]["ground_truth"]["gold_tool_calls"]
+        )
+        for _, r in df.iterrows()
+    }
 
 
 def test_a_json_lines_snapshot_gives_the_plain_files_rows_and_rejections(tmp_path):
@@ -160,9 +177,10 @@ def test_a_json_lines_snapshot_gives_the_plain_files_rows_and_rejections(tmp_pat
     assert dict(report.rejected) == {"integer_too_long": 1, "malformed_record": 2, "not_utf8": 1}
     assert "line 2: Exceeds the limit (4300 digits)" in report.examples["integer_too_long"][0]["detail"]
     # exact values, and no key another row has (pyarrow unifies objects: "days": None in Paris's call)
-    assert gold_of(df) == {"Paris?": [[{"name": "get_forecast", "arguments": {"city": "Paris"}}]],
-                           "Rome?": [[{"name": "get_forecast",
-                                       "arguments": {"city": "Rome", "days": 12345678901234567890123}}]]}
+    assert gold_of(df) == {
+        "Paris?": [[{"name": "get_forecast", "arguments": {"city": "Paris"}}]],
+        "Rome?": [[{"name": "get_forecast", "arguments": {"city": "Rome", "days": 12345678901234567890123}}]],
+    }
 
 
 def test_a_json_array_snapshot_with_a_too_long_integer_item(tmp_path):
@@ -197,11 +215,23 @@ def test_a_raw_toucan_json_lines_snapshot_streams_with_counted_rejections(tmp_pa
     huge = json.dumps({**GOOD[0], "uuid": "huge"}).replace('"huge"', HUGE).encode()
     snap, _ = snapshot_and_plain(tmp_path, [good[0], huge, b'{"uuid": "\xff"}', good[1]])
     # was: ValueError: Value is too big! (a column of strings and one integer), or UnicodeDecodeError counting lines
-    report = toucan_raw.main(["--input", str(snap), "--output_dir", str(tmp_path / "o"), "--quiet",
-                              "--batch_size", "2", "--val_ratio", "0"])
+    report = toucan_raw.main(
+        ["--input", str(snap), "--output_dir", str(tmp_path / "o"), "--quiet", "--batch_size", "2", "--val_ratio", "0"]
+    )
     assert report.records_in == 4 and dict(report.rejected) == {"integer_too_long": 1, "not_utf8": 1}
-    parquet = toucan_raw.main(["--input", str(write_parquet(tmp_path / "good.parquet", GOOD[:2])),
-                               "--output_dir", str(tmp_path / "p"), "--quiet", "--val_ratio", "0"])
+    parquet = toucan_raw.main(
+        [
+            "--input",
+            str(write_parquet(tmp_path / "good.parquet", GOOD[:2])),
+            "--output_dir",
+            str(tmp_path / "p"),
+            "--quiet",
+            "--val_ratio",
+            "0",
+        ]
+    )
     assert report.rows_written == parquet.rows_written == 2
-    assert (pd.read_parquet(tmp_path / "o" / "toucan_raw_train.parquet").to_json()
-            == pd.read_parquet(tmp_path / "p" / "toucan_raw_train.parquet").to_json())
+    assert (
+        pd.read_parquet(tmp_path / "o" / "toucan_raw_train.parquet").to_json()
+        == pd.read_parquet(tmp_path / "p" / "toucan_raw_train.parquet").to_json()
+    )

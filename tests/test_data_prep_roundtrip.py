@@ -19,11 +19,19 @@ def dataset(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("rt")
     xlam.main(["--input", os.path.join(FIXTURES, "xlam_sample.json"), "--output_dir", str(out), "--no_progress"])
-    hermes_fc.main(["--input", os.path.join(FIXTURES, "hermes_fc_sample.json"), "--output_dir", str(out),
-                    "--no_progress"])
+    hermes_fc.main(
+        ["--input", os.path.join(FIXTURES, "hermes_fc_sample.json"), "--output_dir", str(out), "--no_progress"]
+    )
     tokenizer = load_qwen_tokenizer()
-    config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 4096, "filter_overlong_prompts": True,
-                               "cache_dir": str(out / "cache"), "filter_overlong_prompts_workers": 1})
+    config = OmegaConf.create(
+        {
+            "prompt_key": "prompt",
+            "max_prompt_length": 4096,
+            "filter_overlong_prompts": True,
+            "cache_dir": str(out / "cache"),
+            "filter_overlong_prompts_workers": 1,
+        }
+    )
     files = [str(out / "xlam_train.parquet"), str(out / "hermes_fc_train.parquet")]
     return RLHFDataset(files, tokenizer, config), tokenizer
 
@@ -56,12 +64,14 @@ def test_per_row_tools_render_through_the_qwen3_chat_template(dataset):
     ds, tokenizer = dataset
     multi_turn = next(ds[i] for i in range(len(ds)) if ds[i]["extra_info"]["original_turn_index"] == 1)
     tools = json.loads(multi_turn["extra_info"]["tool_schemas"])
-    text = tokenizer.apply_chat_template(multi_turn["raw_prompt"], tools=tools, tokenize=False,
-                                         add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        multi_turn["raw_prompt"], tools=tools, tokenize=False, add_generation_prompt=True
+    )
     assert text.count("<tools>") >= 1 and '"name": "get_news"' in text
-    assert "<tool_response>\n{\"price\": 410}\n</tool_response>" in text  # role "tool" rendered by the template
+    assert '<tool_response>\n{"price": 410}\n</tool_response>' in text  # role "tool" rendered by the template
     assert text.endswith("<|im_start|>assistant\n")
     assert text.count("<|im_start|>system") == 1  # our tool listing and the template's share one system turn
-    ids = tokenizer.apply_chat_template(multi_turn["raw_prompt"], tools=tools, tokenize=True,
-                                        add_generation_prompt=True)
+    ids = tokenizer.apply_chat_template(
+        multi_turn["raw_prompt"], tools=tools, tokenize=True, add_generation_prompt=True
+    )
     assert 0 < len(ids if isinstance(ids, list) else ids["input_ids"]) < 4096

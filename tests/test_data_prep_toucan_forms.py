@@ -11,11 +11,22 @@ import pytest
 from data_prep import toucan
 
 TOOLS = [
-    {"type": "function", "function": {"name": "server-search_components", "description": "Search components",
-                                      "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
-                                                     "required": ["query"]}}},
-    {"type": "function", "function": {"name": "server-list_components", "description": "List components",
-                                      "parameters": {"type": "object", "properties": {"limit": {"type": "integer"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "server-search_components",
+            "description": "Search components",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "server-list_components",
+            "description": "List components",
+            "parameters": {"type": "object", "properties": {"limit": {"type": "integer"}}},
+        },
+    },
 ]
 SEARCH = {"name": "server-search_components", "arguments": {"query": "button"}}
 LIST = {"name": "server-list_components", "arguments": {"limit": 5}}
@@ -25,22 +36,33 @@ def authors_row(question, gold, subset="tool_call", serialise=True):
     """One row in the authors' RL parquet layout (gold as a JSON string, or a list as in their preview file)."""
     listing = "\n".join(json.dumps(t) for t in TOOLS)
     system = f"You have access to the following tools:\n<tools>\n{listing}\n</tools>"
-    return {"prompt": [{"role": "system", "content": system}, {"role": "user", "content": question}],
-            "data_source": "toucan_toolcall",
-            "reward_model": {"style": "rule", "ground_truth": {
+    return {
+        "prompt": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+        "data_source": "toucan_toolcall",
+        "reward_model": {
+            "style": "rule",
+            "ground_truth": {
                 "allowed_tools": [t["function"]["name"] for t in TOOLS],
                 "gold_tool_calls": json.dumps(gold) if serialise else gold,
-                "question_content": question, "subset_name": subset, "tool_schemas": json.dumps(TOOLS)}},
-            "extra_info": {"need_tools_kwargs": False, "original_turn_index": 0},
-            "tools": json.dumps(TOOLS)}
+                "question_content": question,
+                "subset_name": subset,
+                "tool_schemas": json.dumps(TOOLS),
+            },
+        },
+        "extra_info": {"need_tools_kwargs": False, "original_turn_index": 0},
+        "tools": json.dumps(TOOLS),
+    }
 
 
 ROWS = [
     authors_row("nested: search then list", [[SEARCH], [LIST]]),
     authors_row("flat: search and list", [SEARCH, LIST]),
     # the released RL parquet: bare names, as a list (not a JSON string); search's required query is absent
-    authors_row("names: search twice, then list", ["server-search_components", "server-search_components",
-                                                   "server-list_components"], serialise=False),
+    authors_row(
+        "names: search twice, then list",
+        ["server-search_components", "server-search_components", "server-list_components"],
+        serialise=False,
+    ),
     authors_row("irrelevant: hello", [], subset="irrelevant", serialise=False),
 ]
 
@@ -53,8 +75,9 @@ def write_rows(tmp_path, rows):
 
 def run(tmp_path, rows, *extra):
     out = tmp_path / "out"
-    report = toucan.main(["--input", str(write_rows(tmp_path, rows)), "--output_dir", str(out), "--no_progress",
-                          *extra])
+    report = toucan.main(
+        ["--input", str(write_rows(tmp_path, rows)), "--output_dir", str(out), "--no_progress", *extra]
+    )
     assert report.rows_in == report.rows_written + report.rows_rejected
     path = out / "toucan_train.parquet"
     df = pd.read_parquet(path) if path.exists() else pd.DataFrame()
@@ -77,12 +100,20 @@ def test_every_form_is_kept_and_written_nested_with_its_format(tmp_path, caplog)
     nested, flat, names, irrelevant = (rows[r["reward_model"]["ground_truth"]["question_content"]] for r in ROWS)
     assert gold(nested) == [[SEARCH], [LIST]]
     assert gold(flat) == [[SEARCH, LIST]]  # one step holding all the calls, as the authors' reward reads v1
-    assert gold(names) == [[{"name": "server-search_components", "arguments": {}},
-                            {"name": "server-search_components", "arguments": {}},
-                            {"name": "server-list_components", "arguments": {}}]]
+    assert gold(names) == [
+        [
+            {"name": "server-search_components", "arguments": {}},
+            {"name": "server-search_components", "arguments": {}},
+            {"name": "server-list_components", "arguments": {}},
+        ]
+    ]
     assert gold(irrelevant) == []
-    assert [r["reward_model"]["ground_truth"]["gold_format"] for r in (nested, flat, names, irrelevant)] == \
-        ["nested", "flat", "names", "nested"]
+    assert [r["reward_model"]["ground_truth"]["gold_format"] for r in (nested, flat, names, irrelevant)] == [
+        "nested",
+        "flat",
+        "names",
+        "nested",
+    ]
     assert written["notes"]["gold_format"] == {"nested": 2, "flat": 1, "names": 1}
     warnings = lossy_warnings(caplog)
     assert len(warnings) == 1
@@ -91,9 +122,10 @@ def test_every_form_is_kept_and_written_nested_with_its_format(tmp_path, caplog)
 
 
 def test_names_only_gold_checks_names_but_not_arguments(tmp_path):
-    rows = [authors_row("names: unknown tool", ["server-search_components", "server-delete_everything"],
-                        serialise=False),
-            authors_row("names: known tools", ["server-search_components"], serialise=False)]
+    rows = [
+        authors_row("names: unknown tool", ["server-search_components", "server-delete_everything"], serialise=False),
+        authors_row("names: known tools", ["server-search_components"], serialise=False),
+    ]
     report, by_question, _ = run(tmp_path, rows)
     assert dict(report.rejected) == {"gold_call_unknown_tool": 1}
     assert "server-delete_everything" in report.examples["gold_call_unknown_tool"][0]["detail"]
@@ -101,22 +133,31 @@ def test_names_only_gold_checks_names_but_not_arguments(tmp_path):
 
 
 def test_flat_gold_is_validated_like_nested_gold(tmp_path):
-    rows = [authors_row("flat: wrong type", [SEARCH, {"name": "server-list_components", "arguments": {"limit": "x"}}]),
-            authors_row("flat: unknown argument", [{"name": "server-search_components",
-                                                    "arguments": {"query": "a", "colour": "red"}}]),
-            authors_row("flat: arguments as JSON text", [{"name": "server-list_components",
-                                                          "arguments": json.dumps({"limit": 2})}])]
+    rows = [
+        authors_row("flat: wrong type", [SEARCH, {"name": "server-list_components", "arguments": {"limit": "x"}}]),
+        authors_row(
+            "flat: unknown argument",
+            [{"name": "server-search_components", "arguments": {"query": "a", "colour": "red"}}],
+        ),
+        authors_row(
+            "flat: arguments as JSON text", [{"name": "server-list_components", "arguments": json.dumps({"limit": 2})}]
+        ),
+    ]
     report, by_question, _ = run(tmp_path, rows)
     assert dict(report.rejected) == {"gold_call_schema_mismatch": 1, "gold_call_unknown_argument": 1}
-    assert gold(by_question["flat: arguments as JSON text"]) == [[{"name": "server-list_components",
-                                                                   "arguments": {"limit": 2}}]]
+    assert gold(by_question["flat: arguments as JSON text"]) == [
+        [{"name": "server-list_components", "arguments": {"limit": 2}}]
+    ]
 
 
-@pytest.mark.parametrize("forms, rejected, written", [
-    ("nested", {"gold_flat_rejected": 1, "gold_names_rejected": 1}, {"nested": 2, "flat": 0, "names": 0}),
-    ("nested,flat", {"gold_names_rejected": 1}, {"nested": 2, "flat": 1, "names": 0}),
-    ("names, nested", {"gold_flat_rejected": 1}, {"nested": 2, "flat": 0, "names": 1}),
-])
+@pytest.mark.parametrize(
+    "forms, rejected, written",
+    [
+        ("nested", {"gold_flat_rejected": 1, "gold_names_rejected": 1}, {"nested": 2, "flat": 0, "names": 0}),
+        ("nested,flat", {"gold_names_rejected": 1}, {"nested": 2, "flat": 1, "names": 0}),
+        ("names, nested", {"gold_flat_rejected": 1}, {"nested": 2, "flat": 0, "names": 1}),
+    ],
+)
 def test_gold_forms_option_rejects_the_forms_it_does_not_list(tmp_path, caplog, forms, rejected, written):
     with caplog.at_level(logging.WARNING):
         report, _, report_json = run(tmp_path, ROWS, "--gold_forms", forms)

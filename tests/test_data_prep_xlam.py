@@ -28,9 +28,16 @@ def test_every_fixture_row_is_written_or_rejected_under_its_reason(converted):
     assert saved["records_in"] == 18 and saved["rows_in"] == 18
     assert saved["rows_written"] + saved["rows_rejected"] == saved["rows_in"]
     assert saved["rejected_by_reason"] == {
-        "tools_unparseable": 1, "tool_schema_unknown_type": 1, "gold_call_unknown_tool": 1,
-        "gold_call_schema_mismatch": 2, "gold_call_unknown_argument": 1, "gold_call_unparseable": 2,
-        "malformed_record": 1, "empty_question": 1, "duplicate": 1, "tool_name_duplicate": 1,
+        "tools_unparseable": 1,
+        "tool_schema_unknown_type": 1,
+        "gold_call_unknown_tool": 1,
+        "gold_call_schema_mismatch": 2,
+        "gold_call_unknown_argument": 1,
+        "gold_call_unparseable": 2,
+        "malformed_record": 1,
+        "empty_question": 1,
+        "duplicate": 1,
+        "tool_name_duplicate": 1,
     }
     assert saved["rows_written"] == 6 == len(read_all(out))
     assert saved["written_by_subset"] == {"tool_call": 5, "irrelevant": 1}
@@ -46,9 +53,12 @@ def test_rows_have_the_fields_the_agent_loop_and_reward_read(converted):
     gt = row["reward_model"]["ground_truth"]
     assert row["reward_model"]["style"] == "rule"
     assert list(gt["allowed_tools"]) == ["get_weather", "mean_of"]
-    assert json.loads(gt["gold_tool_calls"]) == [[  # one step, two parallel calls
-        {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "fahrenheit"}},
-        {"name": "get_weather", "arguments": {"city": "Lima", "unit": "fahrenheit"}}]]
+    assert json.loads(gt["gold_tool_calls"]) == [
+        [  # one step, two parallel calls
+            {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "fahrenheit"}},
+            {"name": "get_weather", "arguments": {"city": "Lima", "unit": "fahrenheit"}},
+        ]
+    ]
     tools = json.loads(row["tools"])
     assert tools == json.loads(gt["tool_schemas"]) == json.loads(row["extra_info"]["tool_schemas"])
     assert tools[0]["function"]["parameters"]["required"] == ["city"]
@@ -69,8 +79,9 @@ def test_a_query_without_answers_becomes_an_irrelevance_row(converted):
 
 def test_split_is_seeded_and_indices_count_within_each_split(tmp_path):
     def splits(seed, out):
-        xlam.main(["--input", FIXTURE, "--output_dir", str(out), "--val_ratio", "0.34", "--seed", str(seed),
-                   "--no_progress"])
+        xlam.main(
+            ["--input", FIXTURE, "--output_dir", str(out), "--val_ratio", "0.34", "--seed", str(seed), "--no_progress"]
+        )
         val = pd.read_parquet(out / "xlam_val.parquet")
         train = pd.read_parquet(out / "xlam_train.parquet")
         assert list(train["extra_info"].map(lambda e: e["index"])) == list(range(len(train)))
@@ -89,19 +100,39 @@ def test_question_dedup_also_drops_same_question_with_other_gold(tmp_path):
     path = tmp_path / "two.json"
     path.write_text(json.dumps(records))
     exact = xlam.main(["--input", str(path), "--output_dir", str(tmp_path / "e"), "--no_progress"])
-    question = xlam.main(["--input", str(path), "--output_dir", str(tmp_path / "q"), "--dedup", "question",
-                          "--no_progress"])
+    question = xlam.main(
+        ["--input", str(path), "--output_dir", str(tmp_path / "q"), "--dedup", "question", "--no_progress"]
+    )
     assert exact.rows_written == 2 and question.rows_written == 1 and question.rejected["duplicate"] == 1
 
 
 def test_tau2_decontamination_drops_rows_sharing_a_long_span_with_a_task(tmp_path):
-    tasks = [{"id": "t1", "user_scenario": {"instructions": {
-        "reason_for_call": "You want to know: what's the weather in Paris right now? Ask politely.",
-        "task_instructions": "Be brief."}}}]
+    tasks = [
+        {
+            "id": "t1",
+            "user_scenario": {
+                "instructions": {
+                    "reason_for_call": "You want to know: what's the weather in Paris right now? Ask politely.",
+                    "task_instructions": "Be brief.",
+                }
+            },
+        }
+    ]
     tasks_path = tmp_path / "tasks.json"
     tasks_path.write_text(json.dumps(tasks))
-    report = xlam.main(["--input", FIXTURE, "--output_dir", str(tmp_path), "--no_progress",
-                        "--decontaminate_with", f"tau2={tasks_path}", "--decontam_ngram", "6"])
+    report = xlam.main(
+        [
+            "--input",
+            FIXTURE,
+            "--output_dir",
+            str(tmp_path),
+            "--no_progress",
+            "--decontaminate_with",
+            f"tau2={tasks_path}",
+            "--decontam_ngram",
+            "6",
+        ]
+    )
     assert report.rejected["contaminated_tau2"] == 1
     assert report.notes["decontamination"]["tau2"]["rows_removed"] == 1
     assert report.rows_in == report.rows_written + report.rows_rejected

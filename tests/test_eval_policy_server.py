@@ -76,10 +76,20 @@ def listening(port: int) -> bool:
 def start(tmp_path, mode, stubborn=False, **env):
     port = free_port()
     (tmp_path / "out").mkdir(exist_ok=True)
-    proc = subprocess.Popen(["bash", "-c", RUN, "_", RECIPES, str(port), mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "VLLM_BIN": str(stand_in(tmp_path, stubborn)),
-                                 "OUT_DIR": str(tmp_path / "out"), "DEVICE": "cuda", **env})  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", "-c", RUN, "_", RECIPES, str(port), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={
+            **os.environ,
+            "VLLM_BIN": str(stand_in(tmp_path, stubborn)),
+            "OUT_DIR": str(tmp_path / "out"),
+            "DEVICE": "cuda",
+            **env,
+        },
+    )
     return proc, port
 
 

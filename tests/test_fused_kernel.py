@@ -19,8 +19,9 @@ TORCH = {"slca": {"kernel": "torch"}}
 def kernel():
     module = fused.load()
     if module is None:
-        pytest.skip("the fused kernel cannot be built on this machine (no C++ compiler or ninja); "
-                    "the torch path serves")
+        pytest.skip(
+            "the fused kernel cannot be built on this machine (no C++ compiler or ninja); the torch path serves"
+        )
     return module
 
 
@@ -66,12 +67,15 @@ def test_rewards_outside_both_segments_are_ignored_as_by_the_torch_path():
 def test_bad_ids_and_non_finite_rewards_get_the_torch_paths_errors():
     rewards, mask, index = make_batch(6, 8, 12, max_turns=2, group_size=4)
     ids = segments.segment_ids_from_response_mask(mask)
-    for bad, message in ((ids.masked_fill(mask == 0, segments.TOOL), "mark tokens with response_mask == 0"),
-                         (ids.masked_fill(mask == 1, 7), "explicit segment ids must be")):
+    for bad, message in (
+        (ids.masked_fill(mask == 0, segments.TOOL), "mark tokens with response_mask == 0"),
+        (ids.masked_fill(mask == 1, 7), "explicit segment ids must be"),
+    ):
         for config in (None, TORCH):
             with pytest.raises(ValueError, match=message):
-                get_adv_estimator_fn("slca_grpo")(token_level_rewards=rewards, response_mask=mask, index=index,
-                                                  segment_ids=bad, config=config)  # fmt: skip
+                get_adv_estimator_fn("slca_grpo")(
+                    token_level_rewards=rewards, response_mask=mask, index=index, segment_ids=bad, config=config
+                )
     wide = ids.to(torch.int64)
     wide[0, mask[0].bool()] = 257  # would wrap to a valid id in int8
     with pytest.raises(ValueError, match="explicit segment ids must be"):
@@ -87,8 +91,9 @@ def test_the_segment_statistics_match_the_torch_paths():
     stats = []
     for config in (None, TORCH):
         with core_algos.collect_segment_stats() as s:
-            get_adv_estimator_fn("slca_grpo")(token_level_rewards=rewards, response_mask=mask, index=index,
-                                              config=config)  # fmt: skip
+            get_adv_estimator_fn("slca_grpo")(
+                token_level_rewards=rewards, response_mask=mask, index=index, config=config
+            )
         stats.append(s)
     assert stats[0].keys() == stats[1].keys() == set(core_algos.SEGMENT_METRICS)
     assert stats[0] == pytest.approx(stats[1], rel=1e-5, abs=1e-6)
@@ -143,8 +148,7 @@ def batches(draw):
             ids.append([k if x else 0 for k, x in zip(kinds, m)])
             rows.append([draw(st.floats(-1e3, 1e3, allow_nan=False)) if x else 0.0 for x in m])
             index.append(f"g{g}")
-    return (torch.tensor(rows), torch.tensor(masks), np.array(index, dtype=object),
-            torch.tensor(ids, dtype=torch.int8))  # fmt: skip
+    return (torch.tensor(rows), torch.tensor(masks), np.array(index, dtype=object), torch.tensor(ids, dtype=torch.int8))
 
 
 @settings(max_examples=150, deadline=None)

@@ -35,11 +35,17 @@ from slca_verl.trainer import SLCASyncTrainer
 
 QUESTION = "LS what is the weather in Paris?"
 GOLD = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]
-GROUNDED = ("Here is what I found: success get_weather {city} completed given arguments, the weather "
-            "in {city} is reported by the service.")
+GROUNDED = (
+    "Here is what I found: success get_weather {city} completed given arguments, the weather "
+    "in {city} is reported by the service."
+)
 #: (call city, reply): correct calls with poor replies, wrong calls with replies the offline judge rates highly
-SCRIPTS = [("Paris", "Nothing more to add here."), ("Paris", "I am not sure about it."),
-           ("Lyon", GROUNDED.format(city="Lyon")), ("Lyon", GROUNDED.format(city="Lyon") + " Enjoy!")]
+SCRIPTS = [
+    ("Paris", "Nothing more to add here."),
+    ("Paris", "I am not sure about it."),
+    ("Lyon", GROUNDED.format(city="Lyon")),
+    ("Lyon", GROUNDED.format(city="Lyon") + " Enjoy!"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -121,16 +127,28 @@ def one_ppo_step(tok, prompts, responses, mask, advantages):
     from verl.workers.config import FSDPActorConfig
 
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True)
+    config = Qwen3Config(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        tie_word_embeddings=True,
+    )
     model = Qwen3ForCausalLM(config)
     before = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     logp = response_log_probs(model, prompts, responses)
     loss, _ = get_policy_loss_fn("vanilla")(
-        old_log_prob=logp.detach(), log_prob=logp, advantages=advantages, response_mask=mask,
+        old_log_prob=logp.detach(),
+        log_prob=logp,
+        advantages=advantages,
+        response_mask=mask,
         loss_agg_mode="token-mean",
-        config=FSDPActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=0.2))
+        config=FSDPActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=0.2),
+    )
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -151,8 +169,9 @@ def lesson(transfer_queue, tok, group_in_tq, fault=None, monkeypatch=None):
     """(shift of log P(correct city) - log P(wrong city) at the argument position, summary log-prob shifts)."""
     keys, cfg = group_in_tq
     adv = advantages_from_trainer(transfer_queue, keys, cfg, fault, monkeypatch)
-    data = transfer_queue.kv_batch_get(keys=keys, partition_id="train",
-                                       select_fields=["prompts", "responses", "response_mask", SEGMENT_IDS_FIELD])
+    data = transfer_queue.kv_batch_get(
+        keys=keys, partition_id="train", select_fields=["prompts", "responses", "response_mask", SEGMENT_IDS_FIELD]
+    )
     prompts = [t.tolist() for t in data["prompts"].unbind()]
     responses = [t.tolist() for t in data["responses"].unbind()]
     padded = data.select("response_mask", SEGMENT_IDS_FIELD).to_padded_tensor()
@@ -179,7 +198,8 @@ def lesson(transfer_queue, tok, group_in_tq, fault=None, monkeypatch=None):
 
 
 def test_segment_locked_credit_makes_the_correct_call_and_the_better_replies_more_likely(
-        transfer_queue, tok, group_in_tq):
+    transfer_queue, tok, group_in_tq
+):
     margin, reply_shift, adv = lesson(transfer_queue, tok, group_in_tq)
     assert margin > 0.01  # log P(Paris) - log P(Lyon) at the argument position grew
     assert reply_shift[2] > 0 and reply_shift[3] > 0  # the replies the judge rated highly became more likely

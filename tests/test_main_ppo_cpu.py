@@ -30,8 +30,11 @@ def slca_run(request, tmp_path_factory):
     env = {"TOTAL_TRAINING_STEPS": str(STEPS)}
     fault = request.config.getoption("--inject-fault")
     if fault:  # verl imports VERL_USE_EXTERNAL_MODULES in every process, the trainer's Ray actor included
-        env.update(VERL_USE_EXTERNAL_MODULES="fault_injection", SLCA_TEST_FAULT=fault,
-                   PYTHONPATH=os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p))  # fmt: skip
+        env.update(
+            VERL_USE_EXTERNAL_MODULES="fault_injection",
+            SLCA_TEST_FAULT=fault,
+            PYTHONPATH=os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p),
+        )
     proc, out_dir = run_recipe(str(tmp_path_factory.mktemp("cpu_runs")), **env)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
@@ -47,10 +50,17 @@ def test_main_ppo_runs_two_steps_and_logs_the_documented_metrics(slca_run):
     out_dir, metrics, _, _ = slca_run
     assert sorted(metrics) == list(range(1, STEPS + 1))
     documented = set(SEGMENT_METRICS) | {
-        "critic/score/mean", "timing_s/step", "timing_s/gen", "timing_s/update_actor", "actor/pg_loss",
-        "reward_extra/r_tool/mean", "reward_extra/r_sum/mean", "reward_extra/name_f1/mean",
-        "reward_extra/success/mean", "reward_extra/agent_tool_calls/mean",
-    }  # fmt: skip
+        "critic/score/mean",
+        "timing_s/step",
+        "timing_s/gen",
+        "timing_s/update_actor",
+        "actor/pg_loss",
+        "reward_extra/r_tool/mean",
+        "reward_extra/r_sum/mean",
+        "reward_extra/name_f1/mean",
+        "reward_extra/success/mean",
+        "reward_extra/agent_tool_calls/mean",
+    }
     for step, m in metrics.items():
         assert documented <= set(m), (step, sorted(documented - set(m)))
     drawn = {os.path.splitext(f)[0] for f in os.listdir(os.path.join(out_dir, "plots"))}
@@ -98,8 +108,23 @@ def test_the_last_checkpoint_merges_into_an_hf_model_whose_weights_moved(slca_ru
     out_dir, _, log, _ = slca_run
     actor = os.path.join(out_dir, f"global_step_{STEPS}", "actor")
     merged = tmp_path / "merged"
-    proc = subproc.run(["python3", "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor,
-                           "--target_dir", str(merged)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subproc.run(
+        [
+            "python3",
+            "-m",
+            "verl.model_merger",
+            "merge",
+            "--backend",
+            "fsdp",
+            "--local_dir",
+            actor,
+            "--target_dir",
+            str(merged),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     before = load_file(os.path.join(tiny_model_dir(log), "model.safetensors"))
     after = load_file(str(merged / "model.safetensors"))

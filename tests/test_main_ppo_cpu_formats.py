@@ -16,8 +16,9 @@ pytestmark = pytest.mark.e2e  # verl's main_ppo through the recipe (pytest.ini, 
 
 @pytest.mark.parametrize("tool_format", ["qwen3_coder", "glm"])
 def test_the_cpu_main_job_trains_in_another_tool_call_format(tool_format, tmp_path):
-    proc, out_dir = run_recipe(str(tmp_path), TOOL_FORMAT=tool_format, VAL_BEFORE_TRAIN="false", TEST_FREQ="-1",
-                               timeout=2400)  # fmt: skip
+    proc, out_dir = run_recipe(
+        str(tmp_path), TOOL_FORMAT=tool_format, VAL_BEFORE_TRAIN="false", TEST_FREQ="-1", timeout=2400
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
     assert f"actor_rollout_ref.rollout.multi_turn.format={tool_format}" in log
@@ -37,8 +38,9 @@ def test_the_cpu_main_job_trains_with_per_turn_credit(tmp_path):
     """``+algorithm.slca.credit=turn`` (one override): slca_tool_agent switches to the slca_turns layout, HierR's
     per-step rewards reach the estimator through TransferQueue and slca_sync, and the per-turn metrics are logged
     (the tiny task's episodes are single-step: the mode's own arithmetic is tests/test_turn_credit.py's)."""
-    proc, out_dir = run_recipe(str(tmp_path), VAL_BEFORE_TRAIN="false", TEST_FREQ="-1",
-                               args=("+algorithm.slca.credit=turn",))  # fmt: skip
+    proc, out_dir = run_recipe(
+        str(tmp_path), VAL_BEFORE_TRAIN="false", TEST_FREQ="-1", args=("+algorithm.slca.credit=turn",)
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
     metrics = read_metrics(out_dir)

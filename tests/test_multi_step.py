@@ -44,8 +44,10 @@ def test_the_per_turn_mode_charges_a_row_that_stopped_and_the_comparator_does_no
     mode compares A's decision to reply with B's decision to go on (returns-to-go 0 and 1, each the other's baseline),
     so A's decision token is charged; the per-turn-index comparator normalises step 2 over B alone and leaves A's
     stop uncharged."""
-    rows = [([TOOL, TOOL, OBSERVATION, SUMMARY, SUMMARY], [0, 1.0, 0, 0, 0.5]),
-            ([TOOL, TOOL, OBSERVATION, TOOL, TOOL, OBSERVATION, SUMMARY, SUMMARY], [0, 1.0, 0, 0, 1.0, 0, 0, 0.5])]
+    rows = [
+        ([TOOL, TOOL, OBSERVATION, SUMMARY, SUMMARY], [0, 1.0, 0, 0, 0.5]),
+        ([TOOL, TOOL, OBSERVATION, TOOL, TOOL, OBSERVATION, SUMMARY, SUMMARY], [0, 1.0, 0, 0, 1.0, 0, 0, 0.5]),
+    ]
     L = max(len(i) for i, _ in rows)
     ids = torch.full((2, L), OBSERVATION, dtype=torch.long)
     rewards = torch.zeros(2, L)
@@ -66,8 +68,9 @@ def test_the_per_turn_mode_charges_a_row_that_stopped_and_the_comparator_does_no
 def test_the_turns_layout_of_a_sampled_episode_puts_one_step_reward_per_turn():
     policy = MS.Policy()
     ep = MS.sample_episode(policy, 1, torch.Generator().manual_seed(3))
-    reward = asyncio.run(MS.score_trajectory(ep["texts"], ["{}"] * ep["calls"], PROMPTS[1]["gt"],
-                                             judge=MS.WordJudge("done", 0.0)))  # fmt: skip
+    reward = asyncio.run(
+        MS.score_trajectory(ep["texts"], ["{}"] * ep["calls"], PROMPTS[1]["gt"], judge=MS.WordJudge("done", 0.0))
+    )
     rm, dropped = get_layout("slca_turns")(torch.tensor(ep["ids"], dtype=torch.int8), reward)
     ids = torch.tensor(ep["ids"])
     steps = step_reward_list(reward) or []

@@ -23,20 +23,31 @@ def test_time_left_is_the_pace_so_far_applied_to_what_is_left():
     assert progress.time_left_s(200, 800, 60.0) == pytest.approx(180.0)
     assert progress.time_left_s(0, 800, 60.0) is None and progress.time_left_s(900, 800, 60.0) == 0.0
     assert [progress.duration(s) for s in (None, 0.2, 45, 89, 240, 5400, 9000)] == [
-        "unknown", "~1 s", "~45 s", "~89 s", "~4 min", "~1.5 h", "~2.5 h"]  # fmt: skip
+        "unknown",
+        "~1 s",
+        "~45 s",
+        "~89 s",
+        "~4 min",
+        "~1.5 h",
+        "~2.5 h",
+    ]
     assert progress.progress_line("warm-up: step", 240, 800, 120.0, "loss 1.210") == (
-        "warm-up: step 240/800 (30 %), loss 1.210, ~5 min left")  # fmt: skip
+        "warm-up: step 240/800 (30 %), loss 1.210, ~5 min left"
+    )
     assert progress.progress_line("bfcl generate: entries", 0, 40, 30.0).endswith("(0 %), time left unknown yet")
     assert progress.progress_line("bfcl generate: entries", 7, None, 30.0) == (
-        "bfcl generate: entries 7 so far (~30 s spent)")  # fmt: skip
+        "bfcl generate: entries 7 so far (~30 s spent)"
+    )
 
 
 def test_an_entry_points_info_lines_survive_verls_logging_setup():
     """verl's import calls logging.basicConfig at WARNING; the entry point's own basicConfig(INFO) was then a no-op
     and the warm-up's report and the eval commands' '-> file' lines never showed."""
-    code = ("import logging, slca_verl\nfrom slca_verl.progress import cli_logging\ncli_logging()\n"
-            "logging.getLogger('__main__').info('main says')\nlogging.getLogger('slca_verl.x').info('lib says')\n"
-            "logging.getLogger('verl.y').info('verl stays quiet')\n")  # fmt: skip
+    code = (
+        "import logging, slca_verl\nfrom slca_verl.progress import cli_logging\ncli_logging()\n"
+        "logging.getLogger('__main__').info('main says')\nlogging.getLogger('slca_verl.x').info('lib says')\n"
+        "logging.getLogger('verl.y').info('verl stays quiet')\n"
+    )
     out = subproc.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "main says" in out.stderr and "lib says" in out.stderr and "verl stays quiet" not in out.stderr
@@ -79,10 +90,26 @@ def stand_in(tmp_path, fail=False, pause=0.25):
 
 def leaderboard(tmp_path, python, *extra):
     out = tmp_path / "ev"
-    write_scores(out / "bfcl" / "score", {"multi_turn_base": (1, 4), "memory_kv": (0, 2)},
-                 {"Overall Acc": "3.00%", "Multi Turn Acc": "6.25%", "Live Acc": "0.00%"})  # fmt: skip
-    return out, bl.main(["--local_model_path", str(tmp_path), "--bfcl_python", python, "--categories",
-                         "multi_turn_base,memory_kv", "--out_dir", str(out), "--progress_s", "0.3", *extra])
+    write_scores(
+        out / "bfcl" / "score",
+        {"multi_turn_base": (1, 4), "memory_kv": (0, 2)},
+        {"Overall Acc": "3.00%", "Multi Turn Acc": "6.25%", "Live Acc": "0.00%"},
+    )
+    return out, bl.main(
+        [
+            "--local_model_path",
+            str(tmp_path),
+            "--bfcl_python",
+            python,
+            "--categories",
+            "multi_turn_base,memory_kv",
+            "--out_dir",
+            str(out),
+            "--progress_s",
+            "0.3",
+            *extra,
+        ]
+    )
 
 
 def test_bfcl_generate_logs_entries_written_and_time_left_while_it_runs(tmp_path, caplog):

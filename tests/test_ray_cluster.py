@@ -58,13 +58,32 @@ def cluster(tmp_path_factory):
     token.write_text(secrets.token_hex(32))
     env = {k: v for k, v in os.environ.items() if k not in ("SLCA_PROBE_VAR", "RAY_ADDRESS")}
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))  # every node and the driver: one token
-    common = ["--num-cpus", "4", "--num-gpus", "1", "--temp-dir", tmp, "--disable-usage-stats",
-              "--node-ip-address", "127.0.0.1"]  # fmt: skip
+    common = [
+        "--num-cpus",
+        "4",
+        "--num-gpus",
+        "1",
+        "--temp-dir",
+        tmp,
+        "--disable-usage-stats",
+        "--node-ip-address",
+        "127.0.0.1",
+    ]
     try:
-        subproc.run(["ray", "start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
-                    env=env, check=True, capture_output=True, timeout=180)  # fmt: skip
-        subproc.run(["ray", "start", "--address", f"127.0.0.1:{port}", *common], env=env, check=True,
-                    capture_output=True, timeout=180)  # fmt: skip
+        subproc.run(
+            ["ray", "start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+        subproc.run(
+            ["ray", "start", "--address", f"127.0.0.1:{port}", *common],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
         yield f"127.0.0.1:{port}", token
     finally:
         subprocess.run(["pkill", "-KILL", "-f", tmp], check=False)  # every process of this cluster, no other Ray
@@ -73,8 +92,13 @@ def cluster(tmp_path_factory):
 def run_with(cluster, overrides: list[str], tmp_path) -> list[list]:
     (tmp_path / "overrides.json").write_text(json.dumps(overrides))
     address, token = cluster
-    env = {**os.environ, "SLCA_PROBE_VAR": "from-the-launching-shell", "RAY_ADDRESS": address,
-           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}  # fmt: skip
+    env = {
+        **os.environ,
+        "SLCA_PROBE_VAR": "from-the-launching-shell",
+        "RAY_ADDRESS": address,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": str(token),
+    }
     probe = PROBE % json.dumps(str(tmp_path / "seen.json"))  # no '%' elsewhere in PROBE
     args = [sys.executable, "-c", probe, REPO, str(tmp_path / "overrides.json")]
     proc = subproc.run(args, env=env, capture_output=True, text=True, timeout=300)
@@ -83,12 +107,20 @@ def run_with(cluster, overrides: list[str], tmp_path) -> list[list]:
 
 
 def recipe_overrides(tmp_path, cluster) -> list[str]:
-    env = {**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": str(tmp_path), "SERVICES_DIR": str(tmp_path),
-           "RAY_ADDRESS": cluster[0], "NNODES": "2", "N_GPUS_PER_NODE": "1",
-           "SLCA_PROBE_VAR": "from-the-launching-shell",
-           "FORWARD_ENV": "VERL_FILE_LOGGER_PATH SLCA_PROBE_VAR"}  # fmt: skip
-    proc = subproc.run(["bash", os.path.join(REPO, "recipes", "run_qwen7b_slca.sh")], env=env, capture_output=True,
-                       timeout=60)  # fmt: skip
+    env = {
+        **os.environ,
+        "DRY_RUN": "args",
+        "OUTPUT_DIR": str(tmp_path),
+        "SERVICES_DIR": str(tmp_path),
+        "RAY_ADDRESS": cluster[0],
+        "NNODES": "2",
+        "N_GPUS_PER_NODE": "1",
+        "SLCA_PROBE_VAR": "from-the-launching-shell",
+        "FORWARD_ENV": "VERL_FILE_LOGGER_PATH SLCA_PROBE_VAR",
+    }
+    proc = subproc.run(
+        ["bash", os.path.join(REPO, "recipes", "run_qwen7b_slca.sh")], env=env, capture_output=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     return [a.decode() for a in proc.stdout.split(b"\0") if a]
 

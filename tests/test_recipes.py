@@ -73,7 +73,7 @@ def test_training_recipes_follow_verls_shape():
         text = open(os.path.join(RECIPES, name)).read()
         assert "set -xeuo pipefail" in text, name
     main = open(os.path.join(RECIPES, "run_qwen7b_slca.sh")).read()
-    assert 'MAIN=(python3 -m)' in main and '"${MAIN[@]}" verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"' in main
+    assert "MAIN=(python3 -m)" in main and '"${MAIN[@]}" verl.trainer.main_ppo "${OVERRIDES[@]}" "$@"' in main
     assert "torchrun" in open(os.path.join(RECIPES, "run_qwen7b_sft.sh")).read()
 
 
@@ -136,30 +136,52 @@ def test_the_7b_slca_recipe_carries_the_authors_launcher_settings(composed):
 
 
 def test_the_recipes_multi_turn_limits_reach_the_run_agent_loop_yaml(tmp_path):
-    args = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path), MAX_TOOL_RESPONSE_CHARS="4096",
-                               MAX_ASSISTANT_TURNS="3", RESUME_MODE="resume_path",
-                               RESUME_FROM_PATH="/ckpt/global_step_20"))  # fmt: skip
+    args = as_dict(
+        recipe_args(
+            "run_qwen7b_slca.sh",
+            str(tmp_path),
+            MAX_TOOL_RESPONSE_CHARS="4096",
+            MAX_ASSISTANT_TURNS="3",
+            RESUME_MODE="resume_path",
+            RESUME_FROM_PATH="/ckpt/global_step_20",
+        )
+    )
     (entry,) = yaml.safe_load(open(args["actor_rollout_ref.rollout.agent.agent_loop_config_path"]))
     assert (entry["max_tool_response_length"], entry["max_assistant_turns"]) == (4096, 3)
     assert args["actor_rollout_ref.rollout.multi_turn.max_tool_response_length"] == "4096"
     assert (args["trainer.resume_mode"], args["trainer.resume_from_path"]) == ("resume_path", "/ckpt/global_step_20")
 
 
-@pytest.mark.parametrize("baseline", ["run_qwen7b_grpo.sh", "run_qwen7b_toolpo.sh", "run_qwen7b_rltr.sh",
-                                      "run_qwen7b_gdpo.sh"])  # fmt: skip
+@pytest.mark.parametrize(
+    "baseline", ["run_qwen7b_grpo.sh", "run_qwen7b_toolpo.sh", "run_qwen7b_rltr.sh", "run_qwen7b_gdpo.sh"]
+)
 def test_a_baseline_differs_from_the_slca_run_only_where_its_estimator_needs_it(composed, baseline):
     slca, other = as_dict(composed["run_qwen7b_slca.sh"][0]), as_dict(composed[baseline][0])
     allowed = {
-        "algorithm.adv_estimator", "+algorithm.slca.lambda_tool", "+algorithm.slca.lambda_sum",
-        "+algorithm.toolpo.lambda_action", "+algorithm.gdpo_reward_keys", "trainer.v1.trainer_mode", "trainer.use_v1",
-        "trainer.experiment_name", "trainer.default_local_dir",
+        "algorithm.adv_estimator",
+        "+algorithm.slca.lambda_tool",
+        "+algorithm.slca.lambda_sum",
+        "+algorithm.toolpo.lambda_action",
+        "+algorithm.gdpo_reward_keys",
+        "trainer.v1.trainer_mode",
+        "trainer.use_v1",
+        "trainer.experiment_name",
+        "trainer.default_local_dir",
         "actor_rollout_ref.rollout.agent.agent_loop_config_path",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH", "hydra.run.dir",  # the run's own dir
-    }  # fmt: skip
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",
+        "hydra.run.dir",  # the run's own dir
+    }
     differing = {k for k in slca.keys() | other.keys() if slca.get(k) != other.get(k)}
     assert differing <= allowed, differing - allowed
-    budget = ["data.train_batch_size", "actor_rollout_ref.rollout.n", "trainer.total_epochs", "trainer.nnodes",
-              "data.max_response_length", "actor_rollout_ref.actor.optim.lr", "data.train_files"]  # fmt: skip
+    budget = [
+        "data.train_batch_size",
+        "actor_rollout_ref.rollout.n",
+        "trainer.total_epochs",
+        "trainer.nnodes",
+        "data.max_response_length",
+        "actor_rollout_ref.actor.optim.lr",
+        "data.train_files",
+    ]
     assert [other[k] for k in budget] == [slca[k] for k in budget]
 
 
@@ -203,9 +225,11 @@ def test_abstention_fix_switches_on_both_fixes_and_still_composes(tmp_path, esti
 def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
     proc = subproc.run(
         ["bash", os.path.join(RECIPES, "run_qwen7b_rltr.sh")],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True,
+        text=True,
+        timeout=180,
         env={**os.environ, "DRY_RUN": "1", "OUTPUT_DIR": str(tmp_path), "SERVICES_DIR": str(tmp_path)},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OK: ppo_trainer composed" in proc.stderr and "'adv_estimator': 'rltr'" in proc.stderr
 
@@ -244,10 +268,18 @@ def test_the_slca_recipe_composes_per_turn_credit_by_one_override(composed):
 def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(composed):
     base = composed["run_qwen7b_toolpo.sh"][0]
     with pytest.raises(ValueError, match="reads the 'toolpo' reward layout; the agent loop writes 'slca'"):
-        compose_check.check(compose_check.PPO, [
-            *base, "algorithm.adv_estimator=toolpo",
-            *[a for a in composed["run_qwen7b_slca.sh"][0]
-              if a.startswith("actor_rollout_ref.rollout.agent.agent_loop_config_path")]])  # fmt: skip
+        compose_check.check(
+            compose_check.PPO,
+            [
+                *base,
+                "algorithm.adv_estimator=toolpo",
+                *[
+                    a
+                    for a in composed["run_qwen7b_slca.sh"][0]
+                    if a.startswith("actor_rollout_ref.rollout.agent.agent_loop_config_path")
+                ],
+            ],
+        )
 
 
 FAKE_VLLM = textwrap.dedent(
@@ -280,7 +312,7 @@ FAKE_VLLM = textwrap.dedent(
 )
 
 
-FAKE_HF = "#!/usr/bin/env bash\necho \"$@\" >> \"${SERVICES_DIR}/hf_calls\"\n"
+FAKE_HF = '#!/usr/bin/env bash\necho "$@" >> "${SERVICES_DIR}/hf_calls"\n'
 
 
 def serve_env(tmp_path, port, **over):
@@ -288,9 +320,18 @@ def serve_env(tmp_path, port, **over):
     for name, text in (("vllm", FAKE_VLLM), ("hf", FAKE_HF)):
         (tmp_path / name).write_text(text)
         (tmp_path / name).chmod(0o755)
-    env = {**os.environ, "VLLM_BIN": str(tmp_path / "vllm"), "HF_BIN": str(tmp_path / "hf"),
-           "SERVICES_DIR": str(tmp_path), "PORT": str(port), "ADVERTISE_HOST": "127.0.0.1", "HOST": "127.0.0.1",
-           "DETACH": "1", "POLL_S": "0.2", "HEALTH_TIMEOUT_S": "30"}  # fmt: skip
+    env = {
+        **os.environ,
+        "VLLM_BIN": str(tmp_path / "vllm"),
+        "HF_BIN": str(tmp_path / "hf"),
+        "SERVICES_DIR": str(tmp_path),
+        "PORT": str(port),
+        "ADVERTISE_HOST": "127.0.0.1",
+        "HOST": "127.0.0.1",
+        "DETACH": "1",
+        "POLL_S": "0.2",
+        "HEALTH_TIMEOUT_S": "30",
+    }
     env.pop("NUM_GPUS", None)
     return {**env, **over}
 
@@ -304,8 +345,7 @@ def stop_fakes(tmp_path):
 
 
 def serve(script, env):
-    return subproc.run(["bash", os.path.join(RECIPES, script)], capture_output=True, text=True, env=env,
-                          timeout=60)  # fmt: skip
+    return subproc.run(["bash", os.path.join(RECIPES, script)], capture_output=True, text=True, env=env, timeout=60)
 
 
 def free_port_pair():
@@ -366,8 +406,13 @@ def test_the_simulator_and_the_judge_on_one_node_take_disjoint_gpus_and_a_collis
         # and without the repository's original/ and metal/ copies of the weights
         calls = (tmp_path / "hf_calls").read_text().splitlines()
         assert calls.count("download openai/gpt-oss-120b --exclude original/* --exclude metal/*") == 1, calls
-        stopped = subproc.run(["bash", os.path.join(RECIPES, "serve_stop.sh")], capture_output=True, text=True,
-                              env={**os.environ, "SERVICES_DIR": str(tmp_path)}, timeout=120)  # fmt: skip
+        stopped = subproc.run(
+            ["bash", os.path.join(RECIPES, "serve_stop.sh")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SERVICES_DIR": str(tmp_path)},
+            timeout=120,
+        )
         assert stopped.returncode == 0 and "sgls: stopped" in stopped.stdout and "judge: stopped" in stopped.stdout
         for p in (port, port + 1):
             pid = int((tmp_path / f"fake_{p}.pid").read_text())
@@ -381,15 +426,18 @@ def test_the_simulator_and_the_judge_on_one_node_take_disjoint_gpus_and_a_collis
 def test_a_slow_first_start_that_keeps_logging_survives_and_a_silent_one_is_called_stuck(tmp_path):
     port = free_port_pair()
     try:  # loading for 5 s, logging every 0.3 s: survives a 2 s stall limit (the old fixed wait killed it)
-        slow = serve("serve_judge.sh", serve_env(tmp_path, port, HEALTH_DELAY_S="5", PROGRESS_S="0.3",
-                                                 HEALTH_STALL_S="2", HEALTH_TIMEOUT_S="0"))  # fmt: skip
+        slow = serve(
+            "serve_judge.sh",
+            serve_env(tmp_path, port, HEALTH_DELAY_S="5", PROGRESS_S="0.3", HEALTH_STALL_S="2", HEALTH_TIMEOUT_S="0"),
+        )
         assert slow.returncode == 0, slow.stderr[-2000:]
         assert (tmp_path / "judge_urls").read_text().strip() == f"http://127.0.0.1:{port}/v1"
     finally:
         stop_fakes(tmp_path)
     port = free_port_pair()
-    stuck = serve("serve_judge.sh", serve_env(tmp_path, port, HEALTH_DELAY_S="60", HEALTH_STALL_S="2",
-                                              HEALTH_TIMEOUT_S="0"))  # fmt: skip
+    stuck = serve(
+        "serve_judge.sh", serve_env(tmp_path, port, HEALTH_DELAY_S="60", HEALTH_STALL_S="2", HEALTH_TIMEOUT_S="0")
+    )
     assert stuck.returncode != 0 and "silent for 2 s" in stuck.stderr
     bad = serve("serve_judge.sh", serve_env(tmp_path, free_port_pair(), HEALTH_STALL_S="1.5"))
     assert bad.returncode != 0 and "whole seconds" in bad.stderr
@@ -431,8 +479,9 @@ def test_a_key_file_others_can_read_is_refused_and_api_key_file_none_serves_open
 def test_serve_script_fails_with_the_replicas_log_dir_when_a_server_dies(tmp_path):
     env = serve_env(tmp_path, free_port_pair(), POLL_S="0.1", HEALTH_TIMEOUT_S="20", DETACH="0")
     (tmp_path / "vllm").write_text("#!/usr/bin/env bash\necho 'CUDA out of memory' >&2\nexit 1\n")
-    proc = subproc.run(["bash", os.path.join(RECIPES, "serve_judge.sh")], capture_output=True, text=True, env=env,
-                          timeout=60)  # fmt: skip
+    proc = subproc.run(
+        ["bash", os.path.join(RECIPES, "serve_judge.sh")], capture_output=True, text=True, env=env, timeout=60
+    )
     assert proc.returncode != 0
     assert "exited; see" in proc.stderr and not (tmp_path / "judge_urls").exists()
     assert "CUDA out of memory" in (tmp_path / "judge_0.log").read_text()
@@ -441,9 +490,10 @@ def test_serve_script_fails_with_the_replicas_log_dir_when_a_server_dies(tmp_pat
 def test_the_in_domain_eval_command_composes_a_validation_only_run(tmp_path):
     proc = subproc.run(
         ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(tmp_path / "ckpt" / "global_step_5")],
-        capture_output=True, timeout=60,
+        capture_output=True,
+        timeout=60,
         env={**os.environ, "DRY_RUN": "args", "OUT_DIR": str(tmp_path / "ev"), "SERVICES_DIR": str(tmp_path)},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     args = [a.decode() for a in proc.stdout.split(b"\0") if a]
     cfg, _ = compose_check.check(compose_check.PPO, args)
@@ -456,10 +506,17 @@ def test_the_in_domain_eval_on_a_cpu_is_a_validation_only_run_of_the_cpu_recipe(
     held-out prompts) instead of the 7B recipe's GPU settings."""
     proc = subproc.run(
         ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(tmp_path / "ckpt" / "global_step_5")],
-        capture_output=True, timeout=60,
-        env={**os.environ, "DRY_RUN": "args", "DEVICE": "cpu", "SEED": "7", "OUT_DIR": str(tmp_path / "ev"),
-             "CACHE_DIR": str(tmp_path / "cache")},
-    )  # fmt: skip
+        capture_output=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "DRY_RUN": "args",
+            "DEVICE": "cpu",
+            "SEED": "7",
+            "OUT_DIR": str(tmp_path / "ev"),
+            "CACHE_DIR": str(tmp_path / "cache"),
+        },
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     args = [a.decode() for a in proc.stdout.split(b"\0") if a]
     cfg, _ = compose_check.check(compose_check.PPO, args)
@@ -483,8 +540,10 @@ def write_run(tmp_path, name="cpu_tiny_slca_grpo_seed5", step=20, config_dir=Non
     data.mkdir(exist_ok=True)
     for f in ("train.parquet", "val.parquet"):
         (data / f).write_bytes(b"PAR1")
-    cfg = {"data": {"train_files": str(data / "train.parquet"), "val_files": str(data / "val.parquet")},
-           "trainer": {"experiment_name": name, "default_local_dir": str(run)}}  # fmt: skip
+    cfg = {
+        "data": {"train_files": str(data / "train.parquet"), "val_files": str(data / "val.parquet")},
+        "trainer": {"experiment_name": name, "default_local_dir": str(run)},
+    }
     hydra = config_dir or run / "hydra" / "2026-12-05_10-00-00"
     (hydra / ".hydra").mkdir(parents=True)
     (hydra / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -495,10 +554,17 @@ def test_the_in_domain_eval_on_a_cpu_reads_the_held_out_rows_from_the_runs_saved
     """No SEED, no CACHE_DIR: the rows come from the config verl saved for the run that wrote the checkpoint."""
     ckpt, data = write_run(tmp_path)
     proc = subproc.run(
-        ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(ckpt)], capture_output=True, timeout=60,
-        env={**{k: v for k, v in os.environ.items() if k not in ("SEED", "VAL_FILES", "TRAIN_FILES")},
-             "DRY_RUN": "args", "DEVICE": "cpu", "OUT_DIR": str(tmp_path / "ev"), "CACHE_DIR": str(tmp_path / "cache")},
-    )  # fmt: skip
+        ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(ckpt)],
+        capture_output=True,
+        timeout=60,
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("SEED", "VAL_FILES", "TRAIN_FILES")},
+            "DRY_RUN": "args",
+            "DEVICE": "cpu",
+            "OUT_DIR": str(tmp_path / "ev"),
+            "CACHE_DIR": str(tmp_path / "cache"),
+        },
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     args = [a.decode() for a in proc.stdout.split(b"\0") if a]
     cfg, _ = compose_check.check(compose_check.PPO, args)
@@ -514,8 +580,12 @@ def test_the_in_domain_eval_stops_at_start_naming_what_is_missing_and_builds_not
     built to find them (that took 21 min)."""
     ckpt = tmp_path / "out" / "global_step_20"
     (ckpt / "actor").mkdir(parents=True)
-    env = {**{k: v for k, v in os.environ.items() if k not in ("SEED", "VAL_FILES", "TRAIN_FILES", "DRY_RUN")},
-           "DEVICE": "cpu", "OUT_DIR": str(tmp_path / "ev"), "CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("SEED", "VAL_FILES", "TRAIN_FILES", "DRY_RUN")},
+        "DEVICE": "cpu",
+        "OUT_DIR": str(tmp_path / "ev"),
+        "CACHE_DIR": str(tmp_path / "cache"),
+    }
     run = [["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(ckpt)]]
     no_seed = subproc.run(*run, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     assert no_seed.returncode == 2, no_seed.stderr[-2000:]
@@ -524,21 +594,43 @@ def test_the_in_domain_eval_stops_at_start_naming_what_is_missing_and_builds_not
     assert seed.returncode == 2, seed.stderr[-2000:]
     assert "stopping before anything starts" in seed.stderr
     assert str(tmp_path / "cache") in seed.stderr and "_seed5_" in seed.stderr and "cpu_task_val.parquet" in seed.stderr
-    given = subproc.run(*run, capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                        env={**env, "VAL_FILES": str(tmp_path / "nope.parquet")})  # fmt: skip
+    given = subproc.run(
+        *run,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**env, "VAL_FILES": str(tmp_path / "nope.parquet")},
+    )
     assert given.returncode == 2 and "MISSING: " + str(tmp_path / "nope.parquet") in given.stderr
     assert not (tmp_path / "cache").exists() and not (tmp_path / "ev" / "run").exists()
 
 
 def test_the_run_context_names_the_eval_folder_and_label_after_the_experiment_and_step(tmp_path):
     ckpt, data = write_run(tmp_path)
-    got = subproc.run(["bash", "-c", 'source "$1/eval_lib.sh"; run_context "$2"; printf "%s\n" "$OUT_DIR" "$LABEL"',
-                       "_", RECIPES, str(ckpt / "actor" / "merged_hf")], capture_output=True, text=True, timeout=60,
-                      env={**{k: v for k, v in os.environ.items() if k not in ("OUT_DIR", "LABEL")},
-                           "RECIPES_DIR": RECIPES, "REPO_ROOT": REPO})  # fmt: skip
+    got = subproc.run(
+        [
+            "bash",
+            "-c",
+            'source "$1/eval_lib.sh"; run_context "$2"; printf "%s\n" "$OUT_DIR" "$LABEL"',
+            "_",
+            RECIPES,
+            str(ckpt / "actor" / "merged_hf"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("OUT_DIR", "LABEL")},
+            "RECIPES_DIR": RECIPES,
+            "REPO_ROOT": REPO,
+        },
+    )
     assert got.returncode == 0, got.stderr[-2000:]
-    assert got.stdout.splitlines() == [os.path.join(REPO, "eval", "cpu_tiny_slca_grpo_seed5_step20"),
-                                       "cpu_tiny_slca_grpo_seed5 step 20"]  # fmt: skip
+    assert got.stdout.splitlines() == [
+        os.path.join(REPO, "eval", "cpu_tiny_slca_grpo_seed5_step20"),
+        "cpu_tiny_slca_grpo_seed5 step 20",
+    ]
 
 
 def test_the_run_context_finds_a_runs_config_where_hydra_left_it_before_the_recipes_moved_it(tmp_path):
@@ -550,8 +642,11 @@ def test_the_run_context_finds_a_runs_config_where_hydra_left_it_before_the_reci
     ckpt, data = write_run(tmp_path / "mine", config_dir=tmp_path / "outputs" / "d" / "t0")
     ctx = run_context.context(str(ckpt), search_roots=[str(tmp_path)])
     assert ctx["RUN_CONFIG"] == str(tmp_path / "outputs" / "d" / "t0" / ".hydra" / "config.yaml")
-    assert (ctx["RUN_NAME"], ctx["RUN_STEP"], ctx["RUN_VAL_FILES"]) == ("cpu_tiny_slca_grpo_seed5", "20",
-                                                                         str(data / "val.parquet"))  # fmt: skip
+    assert (ctx["RUN_NAME"], ctx["RUN_STEP"], ctx["RUN_VAL_FILES"]) == (
+        "cpu_tiny_slca_grpo_seed5",
+        "20",
+        str(data / "val.parquet"),
+    )
     bare = run_context.context(str(tmp_path / "hf_model"), search_roots=[str(tmp_path)])
     assert (bare["RUN_CONFIG"], bare["RUN_NAME"], bare["RUN_STEP"], bare["RUN_VAL_FILES"]) == ("", "hf_model", "", "")
 
@@ -564,12 +659,26 @@ def test_the_cpu_recipe_builds_nothing_for_a_given_model_and_given_data(tmp_path
     log = tmp_path / "python3.log"
     (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
     (bin_dir / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DRY_RUN": "0", "CACHE_DIR": str(tmp_path / "c"),
-           "OUTPUT_DIR": str(tmp_path / "run"), "SERVICES_DIR": str(tmp_path)}  # fmt: skip
-    given = {"MODEL_PATH": str(tmp_path / "ck"), "TRAIN_FILES": str(tmp_path / "t.parquet"),
-             "VAL_FILES": str(tmp_path / "v.parquet")}  # fmt: skip
-    proc = subproc.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True,
-                       timeout=60, env={**env, **given})  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "DRY_RUN": "0",
+        "CACHE_DIR": str(tmp_path / "c"),
+        "OUTPUT_DIR": str(tmp_path / "run"),
+        "SERVICES_DIR": str(tmp_path),
+    }
+    given = {
+        "MODEL_PATH": str(tmp_path / "ck"),
+        "TRAIN_FILES": str(tmp_path / "t.parquet"),
+        "VAL_FILES": str(tmp_path / "v.parquet"),
+    }
+    proc = subproc.run(
+        ["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, **given},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     calls = log.read_text()
     # (through recipes/verl_startup.py, which runs the module as python -m does)
@@ -577,8 +686,9 @@ def test_the_cpu_recipe_builds_nothing_for_a_given_model_and_given_data(tmp_path
     assert f"data.val_files={tmp_path / 'v.parquet'}" in calls and f"hydra.run.dir={tmp_path / 'run'}/hydra/" in calls
     # without them the recipe builds the seed's task (here: the stand-in's first call), as before
     log.unlink()
-    subproc.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True, timeout=60,
-                env=env)  # fmt: skip
+    subproc.run(
+        ["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True, timeout=60, env=env
+    )
     assert log.read_text().splitlines()[0].startswith(f"{RECIPES}/verl_startup.py data_prep.cpu_task")
 
 
@@ -596,11 +706,19 @@ def test_hydras_run_folder_goes_under_output_dir_in_every_training_recipe(compos
 def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_changed(composed):
     """run_cpu_tiny_slca.sh goes through run_qwen7b_slca.sh: the same method keys, the CPU platform's settings."""
     big, cpu = as_dict(composed["run_qwen7b_slca.sh"][0]), as_dict(composed["run_cpu_tiny_slca.sh"][0])
-    method = ["algorithm.adv_estimator", "trainer.v1.trainer_mode",
-              "actor_rollout_ref.rollout.agent.default_agent_loop", "reward.custom_reward_function.path",
-              "actor_rollout_ref.actor.policy_loss.loss_mode", "actor_rollout_ref.actor.kl_loss_type",
-              "actor_rollout_ref.actor.kl_loss_coef", "algorithm.use_kl_in_reward", "+algorithm.slca.lambda_tool",
-              "+algorithm.slca.lambda_sum", "actor_rollout_ref.rollout.multi_turn.format"]
+    method = [
+        "algorithm.adv_estimator",
+        "trainer.v1.trainer_mode",
+        "actor_rollout_ref.rollout.agent.default_agent_loop",
+        "reward.custom_reward_function.path",
+        "actor_rollout_ref.actor.policy_loss.loss_mode",
+        "actor_rollout_ref.actor.kl_loss_type",
+        "actor_rollout_ref.actor.kl_loss_coef",
+        "algorithm.use_kl_in_reward",
+        "+algorithm.slca.lambda_tool",
+        "+algorithm.slca.lambda_sum",
+        "actor_rollout_ref.rollout.multi_turn.format",
+    ]
     assert [cpu[k] for k in method] == [big[k] for k in method]
     assert cpu["trainer.device"] == "cpu" and cpu["actor_rollout_ref.rollout.name"] == "hf_cpu"
     assert cpu["actor_rollout_ref.actor.strategy"] == cpu["actor_rollout_ref.ref.strategy"] == "fsdp2"
@@ -614,15 +732,24 @@ def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_ch
 @pytest.mark.parametrize("estimator", ["slca_grpo", pytest.param("grpo", marks=pytest.mark.e2e)])
 def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tmp_path, estimator):
     def untracked():
-        out = subproc.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored"], cwd=REPO,
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        out = subproc.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--ignored"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return {line for line in out.splitlines() if "__pycache__" not in line}
 
     before = untracked()
     for recipe in ("run_cpu_tiny_slca.sh", "run_qwen7b_slca.sh"):
-        proc = subproc.run(["bash", os.path.join(RECIPES, recipe)], capture_output=True, text=True, timeout=180,
-                              env={**os.environ, "DRY_RUN": "1", "ADV_ESTIMATOR": estimator,
-                                   "CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
+        proc = subproc.run(
+            ["bash", os.path.join(RECIPES, recipe)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "DRY_RUN": "1", "ADV_ESTIMATOR": estimator, "CACHE_DIR": str(tmp_path / "cache")},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "OK: ppo_trainer composed" in proc.stderr
     assert untracked() == before
@@ -630,8 +757,13 @@ def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tm
 
 
 def recipe_run(name: str, out_dir: str, **env) -> subprocess.CompletedProcess:
-    return subproc.run(["bash", os.path.join(RECIPES, name)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": out_dir, "SERVICES_DIR": out_dir, **env})
+    return subproc.run(
+        ["bash", os.path.join(RECIPES, name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": out_dir, "SERVICES_DIR": out_dir, **env},
+    )
 
 
 def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_path):
@@ -649,13 +781,19 @@ def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_
     assert cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 1
     sdpa = as_dict(args)
     assert {k for k in set(sdpa) | set(default) if sdpa.get(k) != default.get(k)} == {
-        key, "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        key,
+        "actor_rollout_ref.model.use_remove_padding",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-        "actor_rollout_ref.rollout.agent.agent_loop_config_path", "trainer.default_local_dir",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH", "hydra.run.dir",  # the run's own dir
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path",
+        "trainer.default_local_dir",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",
+        "hydra.run.dir",  # the run's own dir
         # padded rows: micro-batches by row count, not by a token cap (which would pack 8 rows of 32k tokens)
-        "actor_rollout_ref.actor.use_dynamic_bsz", "actor_rollout_ref.ref.log_prob_use_dynamic_bsz",
-        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz"}  # fmt: skip
+        "actor_rollout_ref.actor.use_dynamic_bsz",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz",
+    }
     dynamic = "actor_rollout_ref.actor.use_dynamic_bsz"
     assert (default[dynamic], sdpa[dynamic]) == ("true", "false")
     assert as_dict(recipe_args("run_smoke_1gpu.sh", str(tmp_path / "smoke"), ATTN="sdpa"))[key] == "sdpa"
@@ -703,9 +841,13 @@ def test_build_only_finds_a_built_model_prints_its_dir_and_starts_no_trainer(tmp
     (tiny / "model").mkdir(parents=True)
     (tiny / "model" / "config.json").write_text("{}")
     out = tmp_path / "run"
-    proc = subproc.run(["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "BUILD_ONLY": "1", "TINY_DIR": str(tiny),
-                                           "OUTPUT_DIR": str(out), "SEED": "3"})  # fmt: skip
+    proc = subproc.run(
+        ["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "BUILD_ONLY": "1", "TINY_DIR": str(tiny), "OUTPUT_DIR": str(out), "SEED": "3"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == str(tiny)
     assert not out.exists()
@@ -718,8 +860,13 @@ def test_the_one_node_recipe_trains_on_four_gpus_beside_a_smaller_simulator_and_
     (entry,) = yaml.safe_load(open(as_dict(args)["actor_rollout_ref.rollout.agent.agent_loop_config_path"]))
     assert entry["sgls"]["model"] == "Qwen3-30B-A3B-Instruct-2507"
     paper = as_dict(composed["run_qwen7b_slca.sh"][0])  # the algorithm is the 7B recipe's
-    for key in ("data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.optim.lr",
-                "data.max_response_length", "actor_rollout_ref.actor.kl_loss_coef"):  # fmt: skip
+    for key in (
+        "data.train_batch_size",
+        "actor_rollout_ref.rollout.n",
+        "actor_rollout_ref.actor.optim.lr",
+        "data.max_response_length",
+        "actor_rollout_ref.actor.kl_loss_coef",
+    ):
         assert as_dict(args)[key] == paper[key], key
 
 
@@ -740,8 +887,14 @@ def test_attn_sdpa_reaches_the_sft_recipe_and_cpu_runs_it_on_verls_cpu_platform(
 
 
 def test_several_nodes_join_the_cluster_and_forward_the_run_s_variables_but_no_secret(tmp_path):
-    args = recipe_args("run_qwen7b_slca.sh", str(tmp_path), RAY_ADDRESS="auto", WANDB_MODE="offline",
-                       HF_HOME="/data/hf,cache", WANDB_API_KEY="sk-secret")  # fmt: skip
+    args = recipe_args(
+        "run_qwen7b_slca.sh",
+        str(tmp_path),
+        RAY_ADDRESS="auto",
+        WANDB_MODE="offline",
+        HF_HOME="/data/hf,cache",
+        WANDB_API_KEY="sk-secret",
+    )
     env_vars = {a.split("=", 1)[0].rsplit(".", 1)[1]: a.split("=", 1)[1] for a in args if ".env_vars." in a}
     assert env_vars["WANDB_MODE"] == "'offline'" and env_vars["HF_HOME"] == "'/data/hf,cache'"  # quoted for hydra
     assert env_vars["VERL_FILE_LOGGER_PATH"] == f"'{tmp_path}/metrics.jsonl'"

@@ -44,27 +44,46 @@ def test_rl_prompt_turns_that_are_json_text_stay_the_text_they_were():
     import numpy as np
 
     gold = [[{"name": "weather", "arguments": {"city": "Paris"}}]]
-    prompt = np.array([{"role": "user", "content": '{"city": "Paris"}'},
-                       {"role": "assistant", "content": "<tool_call>\n{}\n</tool_call>"},
-                       {"role": "tool", "content": '{"temp_c": 21}'}], dtype=object)  # fmt: skip
+    prompt = np.array(
+        [
+            {"role": "user", "content": '{"city": "Paris"}'},
+            {"role": "assistant", "content": "<tool_call>\n{}\n</tool_call>"},
+            {"role": "tool", "content": '{"temp_c": 21}'},
+        ],
+        dtype=object,
+    )
     row = {"prompt": prompt, "reward_model": {"ground_truth": {"gold_tool_calls": json.dumps(gold)}}}
     messages, reason = sft.convert_one(row, "rl", None)
     assert reason == "" and [m["content"] for m in messages[:3]] == [
-        '{"city": "Paris"}', "<tool_call>\n{}\n</tool_call>", '{"temp_c": 21}']  # fmt: skip
+        '{"city": "Paris"}',
+        "<tool_call>\n{}\n</tool_call>",
+        '{"temp_c": 21}',
+    ]
     assert sft.read_messages(json.dumps([dict(m) for m in prompt])) == [dict(m) for m in prompt]
 
 
 def test_sharegpt_dialogues_get_the_hermes_tool_prompt_and_bad_ones_are_counted():
-    tools = json.dumps([{"type": "function",
-                         "function": {"name": "weather", "description": "w",
-                                      "parameters": {"type": "object", "properties": {}}}}])  # fmt: skip
-    good = {"tools": tools, "conversations": [
-        {"from": "human", "value": "Weather in Paris?"},
-        {"from": "gpt", "value": '<tool_call>\n{"name": "weather", "arguments": {}}\n</tool_call>'},
-        {"from": "tool", "value": '{"temp_c": 21}'}, {"from": "gpt", "value": "21 C."}]}  # fmt: skip
+    tools = json.dumps(
+        [
+            {
+                "type": "function",
+                "function": {"name": "weather", "description": "w", "parameters": {"type": "object", "properties": {}}},
+            }
+        ]
+    )
+    good = {
+        "tools": tools,
+        "conversations": [
+            {"from": "human", "value": "Weather in Paris?"},
+            {"from": "gpt", "value": '<tool_call>\n{"name": "weather", "arguments": {}}\n</tool_call>'},
+            {"from": "tool", "value": '{"temp_c": 21}'},
+            {"from": "gpt", "value": "21 C."},
+        ],
+    }
     ends_on_user = {"conversations": [{"from": "human", "value": "hi"}]}
-    dialogues, skipped = sft.convert([good, ends_on_user, {"conversations": [{"from": "alien", "value": "x"}]}],
-                                     "sharegpt")  # fmt: skip
+    dialogues, skipped = sft.convert(
+        [good, ends_on_user, {"conversations": [{"from": "alien", "value": "x"}]}], "sharegpt"
+    )
     assert skipped == {"no_final_assistant": 1, "unknown_role": 1}
     (d,) = dialogues
     assert [m["role"] for m in d] == ["system", "user", "assistant", "tool", "assistant"]
@@ -79,8 +98,16 @@ def test_verl_multiturn_sft_dataset_loads_the_output_and_trains_only_assistant_t
     sft.main(["--input", rl_parquet, "--output_dir", str(tmp_path)])
     # the Qwen3 template here adds <think></think> to the last turn, so verl's turn-by-turn ids differ from the whole
     # dialogue's (its documented ignore_input_ids_mismatch); Qwen2.5, the paper's model, has no think handling
-    cfg = OmegaConf.create({"messages_key": "messages", "tools_key": "tools", "max_length": 4096, "truncation": "error",
-                            "pad_mode": "no_padding", "ignore_input_ids_mismatch": True})  # fmt: skip
+    cfg = OmegaConf.create(
+        {
+            "messages_key": "messages",
+            "tools_key": "tools",
+            "max_length": 4096,
+            "truncation": "error",
+            "pad_mode": "no_padding",
+            "ignore_input_ids_mismatch": True,
+        }
+    )
     ds = MultiTurnSFTDataset(str(tmp_path / "sft_train.parquet"), tok, cfg)
     item = ds[0]
     ids, mask = item["input_ids"], item["loss_mask"].bool()

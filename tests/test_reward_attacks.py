@@ -34,8 +34,11 @@ def test_the_battery_covers_every_format_and_way_in(battery):
 
 
 def test_no_attack_gains_through_the_loop_or_with_the_turn_count(battery):
-    gained = [(r["format"], r["attack"], r["entry"], r["gain"]) for r in battery
-              if r["entry"] != "decoded" and r["gain"] > 1e-9]  # fmt: skip
+    gained = [
+        (r["format"], r["attack"], r["entry"], r["gain"])
+        for r in battery
+        if r["entry"] != "decoded" and r["gain"] > 1e-9
+    ]
     assert gained == []
 
 
@@ -60,8 +63,9 @@ def test_an_honest_parallel_and_multi_turn_rollout_is_never_taken_for_a_forgery(
         c = RA.call(fmt)
         two = RA.get_format(fmt).render_calls([{"name": "get_weather", "arguments": {"city": "Paris"}}] * 2)
         ep = RA.Episode([two, c, RA.REPLY], [[RA.REAL, RA.REAL], [RA.REAL]], RA.GT)
-        out = asyncio.run(score_decoded(ep.decoded(), ep.gt, judge=RA.GenerousJudge(),
-                                        config=HierRConfig(tool_call_format=fmt)))  # fmt: skip
+        out = asyncio.run(
+            score_decoded(ep.decoded(), ep.gt, judge=RA.GenerousJudge(), config=HierRConfig(tool_call_format=fmt))
+        )
         assert out["forged_tool_output"] == 0 and out["num_tool_responses"] == 3, (fmt, out["reason"])
         # the environment may answer fewer calls than were made (max_parallel_calls, a cut response): still honest
         short = RA.Episode([two, RA.REPLY], [[RA.REAL]], RA.GT)
@@ -69,13 +73,19 @@ def test_an_honest_parallel_and_multi_turn_rollout_is_never_taken_for_a_forgery(
         assert out["forged_tool_output"] == 0, fmt
 
 
-BODY = st.text(alphabet=st.characters(whitelist_categories=("L", "N", "Zs"), whitelist_characters=":,.{}\""),
-               max_size=40)  # fmt: skip
+BODY = st.text(
+    alphabet=st.characters(whitelist_categories=("L", "N", "Zs"), whitelist_characters=':,.{}"'), max_size=40
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fmt=st.sampled_from(RA.FORMATS), turn=st.sampled_from([0, 1]), before=st.booleans(),
-       hidden=st.sampled_from([None, "Paris", "Lyon"]), body=BODY)  # fmt: skip
+@given(
+    fmt=st.sampled_from(RA.FORMATS),
+    turn=st.sampled_from([0, 1]),
+    before=st.booleans(),
+    hidden=st.sampled_from([None, "Paris", "Lyon"]),
+    body=BODY,
+)
 def test_a_typed_run_anywhere_buys_nothing_over_the_same_text_untyped(fmt, turn, before, hidden, body):
     c = RA.call(fmt)
     inner = body + ("\n" + RA.call(fmt, hidden) if hidden else "")

@@ -57,26 +57,35 @@ def generous_judge():
 
 
 def verl_config(manager: str, judge_url: str):
-    return OmegaConf.create({
-        "reward": {
-            "custom_reward_function": {
-                "path": "pkg://slca_verl.rewards.compute_score", "name": "compute_score",
-                "reward_kwargs": {"judge": "llm", "judge_base_urls": [judge_url], "judge_model": "scripted",
-                                  "judge_max_retries": 0},
+    return OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": "pkg://slca_verl.rewards.compute_score",
+                    "name": "compute_score",
+                    "reward_kwargs": {
+                        "judge": "llm",
+                        "judge_base_urls": [judge_url],
+                        "judge_model": "scripted",
+                        "judge_max_retries": 0,
+                    },
+                },
+                "reward_manager": {"source": "register", "name": manager},
+                "reward_kwargs": {},
+                "num_workers": 1,
             },
-            "reward_manager": {"source": "register", "name": manager},
-            "reward_kwargs": {}, "num_workers": 1,
-        },
-        "trainer": {"experiment_name": "decoded"},
-    })  # fmt: skip
+            "trainer": {"experiment_name": "decoded"},
+        }
+    )
 
 
 def batch(tok, case):
     from verl import DataProto
 
     _, turns, answers, gt = case
-    prompt = tok.apply_chat_template([{"role": "user", "content": gt["question_content"]}], tokenize=True,
-                                     add_generation_prompt=True)  # fmt: skip
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": gt["question_content"]}], tokenize=True, add_generation_prompt=True
+    )
     if not isinstance(prompt, list):
         prompt = prompt["input_ids"]
     response = tok.encode(episode(turns, answers), add_special_tokens=False)
@@ -85,11 +94,13 @@ def batch(tok, case):
     attention = torch.tensor([[1] * len(prompt) + [1] * len(response) + [0] * pad])
     return DataProto.from_dict(
         tensors={"prompts": torch.tensor([prompt]), "responses": responses, "attention_mask": attention},
-        non_tensors={"data_source": np.array(["toucan"], dtype=object),
-                     "reward_model": np.array([{"ground_truth": gt}], dtype=object),
-                     "extra_info": np.array([{}], dtype=object),
-                     "__num_turns__": np.array([2 * len(answers) + 2], dtype=object)},
-    )  # fmt: skip
+        non_tensors={
+            "data_source": np.array(["toucan"], dtype=object),
+            "reward_model": np.array([{"ground_truth": gt}], dtype=object),
+            "extra_info": np.array([{}], dtype=object),
+            "__num_turns__": np.array([2 * len(answers) + 2], dtype=object),
+        },
+    )
 
 
 def managers():

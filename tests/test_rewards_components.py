@@ -13,15 +13,20 @@ from slca_verl.rewards.components import COMPONENTS, RESULT_KEYS, empty_row, typ
 from slca_verl.rewards.hierr import empty_result
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "rewards.md"
-GT = {"allowed_tools": ["weather"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "paris"}}]],
-      "question_content": "Weather in Paris?"}  # fmt: skip
+GT = {
+    "allowed_tools": ["weather"],
+    "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "paris"}}]],
+    "question_content": "Weather in Paris?",
+}
 
 
 def test_a_scored_row_and_an_empty_row_follow_the_table():
     call = '<tool_call>\n{"name": "weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-    rows = [asyncio.run(score_trajectory([call, "It is 21 degrees in Paris today."], ['{"temp_c": 21}'], GT)),
-            asyncio.run(score_trajectory(["<tool_call>{broken"], [], GT)),
-            empty_result("nothing to score")]  # fmt: skip
+    rows = [
+        asyncio.run(score_trajectory([call, "It is 21 degrees in Paris today."], ['{"temp_c": 21}'], GT)),
+        asyncio.run(score_trajectory(["<tool_call>{broken"], [], GT)),
+        empty_result("nothing to score"),
+    ]
     for row in rows:
         assert tuple(row) == RESULT_KEYS
         for c in COMPONENTS:

@@ -12,18 +12,32 @@ from omegaconf import OmegaConf
 from slca_verl.rewards import RESULT_KEYS, compute_score
 from slca_verl.rewards.compute_score import get_judge, judge_metrics
 
-GT = {"allowed_tools": ["weather"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
-      "question_content": "Weather in Paris?", "subset_name": "s", "tool_schemas": "[]"}
-DECODED = ('<tool_call>\n{"name": "weather", "arguments": {"city": "Paris"}}\n</tool_call>\nuser\n'
-           '<tool_response>\n{"temp": 21, "sky": "sunny"}\n</tool_response>\nassistant\nIt is 21 and sunny.')
+GT = {
+    "allowed_tools": ["weather"],
+    "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
+    "question_content": "Weather in Paris?",
+    "subset_name": "s",
+    "tool_schemas": "[]",
+}
+DECODED = (
+    '<tool_call>\n{"name": "weather", "arguments": {"city": "Paris"}}\n</tool_call>\nuser\n'
+    '<tool_response>\n{"temp": 21, "sky": "sunny"}\n</tool_response>\nassistant\nIt is 21 and sunny.'
+)
 
 
 def verl_config(**reward_kwargs):
-    return OmegaConf.create({"reward": {
-        "custom_reward_function": {"path": "pkg://slca_verl.rewards.compute_score", "name": "compute_score",
-                                   "reward_kwargs": reward_kwargs},
-        "reward_manager": {"source": "register", "name": "naive"},
-    }})
+    return OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": "pkg://slca_verl.rewards.compute_score",
+                    "name": "compute_score",
+                    "reward_kwargs": reward_kwargs,
+                },
+                "reward_manager": {"source": "register", "name": "naive"},
+            }
+        }
+    )
 
 
 def test_verl_loads_compute_score_from_a_pkg_path_as_a_coroutine_with_reward_kwargs():
@@ -46,14 +60,20 @@ def test_verls_naive_reward_manager_awaits_it_and_keeps_every_part_as_extra_info
         def decode(self, ids, skip_special_tokens=True):
             return DECODED
 
-    cfg = verl_config(judge="offline_proxy", weights={"fmt": 0.2, "name": 0.2, "key": 0.2, "value": 0.2,
-                                                      "parallel": 0.2})
+    cfg = verl_config(
+        judge="offline_proxy", weights={"fmt": 0.2, "name": 0.2, "key": 0.2, "value": 0.2, "parallel": 0.2}
+    )
     data = DataProto.from_dict(
-        tensors={"responses": torch.ones(1, 4, dtype=torch.long), "attention_mask": torch.ones(1, 6, dtype=torch.long),
-                 "prompts": torch.ones(1, 2, dtype=torch.long)},
-        non_tensors={"data_source": np.array(["toucan"], dtype=object),
-                     "reward_model": np.array([{"ground_truth": GT}], dtype=object),
-                     "extra_info": np.array([{}], dtype=object)},
+        tensors={
+            "responses": torch.ones(1, 4, dtype=torch.long),
+            "attention_mask": torch.ones(1, 6, dtype=torch.long),
+            "prompts": torch.ones(1, 2, dtype=torch.long),
+        },
+        non_tensors={
+            "data_source": np.array(["toucan"], dtype=object),
+            "reward_model": np.array([{"ground_truth": GT}], dtype=object),
+            "extra_info": np.array([{}], dtype=object),
+        },
     )
 
     async def run():
@@ -76,12 +96,14 @@ def test_the_question_falls_back_to_extra_info_when_ground_truth_lacks_it():
         async def rate(self, q, responses, reply):
             calls.append(q)
             from slca_verl.rewards import Verdict
+
             return Verdict(3)
 
         def metrics(self):
             return {}
 
     from slca_verl.rewards import score_decoded
+
     asyncio.run(score_decoded(DECODED, gt, judge=Recorder(), question="from extra_info"))
     assert calls == ["from extra_info"]
     out = asyncio.run(compute_score("toucan", DECODED, gt, extra_info={"question": "q?"}, judge="none"))
@@ -130,6 +152,9 @@ def test_bad_reward_kwargs_fail_naming_the_key_instead_of_scoring_every_row_zero
 
 
 def test_numeric_reward_kwargs_of_another_numeric_type_are_accepted():
-    row = asyncio.run(compute_score("xlam", DECODED, GT, {}, judge="none", w_tool=2, min_reply_chars=10.0,
-                                    weights={"fmt": 0, "name": 1}))  # fmt: skip
+    row = asyncio.run(
+        compute_score(
+            "xlam", DECODED, GT, {}, judge="none", w_tool=2, min_reply_chars=10.0, weights={"fmt": 0, "name": 1}
+        )
+    )
     assert "internal error" not in str(row.get("reason", "")) and row["score"] > 0

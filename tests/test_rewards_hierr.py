@@ -39,7 +39,7 @@ class FakeJudge:
         return {}
 
 
-def score(assistant, responses=("{\"temp\": 21}",), gt=GT, judge=None, **cfg):
+def score(assistant, responses=('{"temp": 21}',), gt=GT, judge=None, **cfg):
     return asyncio.run(
         score_trajectory(list(assistant), list(responses), gt, judge=judge, config=HierRConfig(**cfg) if cfg else None)
     )
@@ -71,8 +71,17 @@ def test_no_call_when_gold_calls_exist_scores_the_penalty_on_the_summary():
     assert score(["nothing"], responses=(), no_call_penalty=-1.0)["score"] == -1.0
 
 
-@pytest.mark.parametrize("text", ["</tool_call>", "It is sunny.</tool_call>", "</tool_call>\n</tool_call> done",
-                                  "<tool_call>oops", "<tool_call>\n" + REPLY, "<tool_call></tool_call>" + REPLY])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "</tool_call>",
+        "It is sunny.</tool_call>",
+        "</tool_call>\n</tool_call> done",
+        "<tool_call>oops",
+        "<tool_call>\n" + REPLY,
+        "<tool_call></tool_call>" + REPLY,
+    ],
+)
 def test_tags_without_a_call_that_parses_are_no_call_and_cannot_dodge_the_penalty(text):
     out = score([text], responses=(), judge=FakeJudge())
     assert out["no_call"] == 1 and out["score"] == -0.5 and out["r_tool"] == 0.0
@@ -123,10 +132,16 @@ def test_redundant_calls_count_predicted_calls_beyond_the_gold_name_multiset():
 
 
 def test_toolpo_action_is_the_fraction_of_strictly_correct_gold_calls():
-    gt = dict(GT, gold_tool_calls=[[{"name": "weather", "arguments": {"city": "Paris"}},
-                                    {"name": "news", "arguments": {"topic": "rain"}}]])
-    calls = [{"name": "weather", "arguments": {"city": "paris", "unit": "c"}},
-             {"name": "news", "arguments": {"topic": "sun"}}]
+    gt = dict(
+        GT,
+        gold_tool_calls=[
+            [{"name": "weather", "arguments": {"city": "Paris"}}, {"name": "news", "arguments": {"topic": "rain"}}]
+        ],
+    )
+    calls = [
+        {"name": "weather", "arguments": {"city": "paris", "unit": "c"}},
+        {"name": "news", "arguments": {"topic": "sun"}},
+    ]
     out = score(["<tool_call>" + json.dumps(calls) + "</tool_call>", REPLY], gt=gt)
     assert out["toolpo_action"] == pytest.approx(0.5)  # extra keys allowed, wrong value not
     assert out["toolpo_success"] == 0.0 and out["rltr_completion"] == 0.0
@@ -240,8 +255,10 @@ def test_every_row_has_the_same_json_serialisable_scalar_keys():
 
 def test_decoded_text_with_and_without_special_tokens_scores_like_the_structured_pieces():
     plain = CALL + '\nuser\n<tool_response>\n{"temp": 21}\n</tool_response>\nassistant\n' + REPLY
-    special = (CALL + '<|im_end|>\n<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response><|im_end|>\n'
-               "<|im_start|>assistant\n" + REPLY + "<|im_end|>")
+    special = (
+        CALL + '<|im_end|>\n<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response><|im_end|>\n'
+        "<|im_start|>assistant\n" + REPLY + "<|im_end|>"
+    )
     structured = score([CALL, REPLY], judge=FakeJudge())
     for text in (plain, special):
         judge = FakeJudge()

@@ -9,8 +9,11 @@ from slca_verl.rewards import HierRConfig, LLMJudge, OfflineProxyJudge, Verdict,
 from slca_verl.rewards.judge import RATING_SCHEMA, content_tokens, truncate_middle
 from slca_verl.sgls.client import ChatClient, ChatClientError
 
-GT = {"allowed_tools": ["weather"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
-      "question_content": "Weather in Paris?"}
+GT = {
+    "allowed_tools": ["weather"],
+    "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
+    "question_content": "Weather in Paris?",
+}
 CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>'
 REPLY = "It is 21 degrees and sunny in Paris."
 
@@ -199,11 +202,19 @@ def test_the_noisy_judge_passes_failures_through_and_refuses_a_bad_sigma():
 def test_judge_noise_is_a_reward_kwarg_reported_in_every_row():
     from slca_verl.rewards import compute_score
 
-    text = (CALL + '\nuser\n<tool_response>\n{"temp": 21, "sky": "sunny"}\n</tool_response>\nassistant\n'
-            "It is 21 and sunny in Paris.")
+    text = (
+        CALL + '\nuser\n<tool_response>\n{"temp": 21, "sky": "sunny"}\n</tool_response>\nassistant\n'
+        "It is 21 and sunny in Paris."
+    )
     clean = asyncio.run(compute_score("t", text, GT, {"num_turns": 4}, judge="offline_proxy"))
-    noisy = [asyncio.run(compute_score("t", text, GT, {"num_turns": 4}, judge="offline_proxy", judge_noise_sigma=1.0,
-                                       judge_noise_seed=3)) for _ in range(20)]
+    noisy = [
+        asyncio.run(
+            compute_score(
+                "t", text, GT, {"num_turns": 4}, judge="offline_proxy", judge_noise_sigma=1.0, judge_noise_seed=3
+            )
+        )
+        for _ in range(20)
+    ]
     assert clean["judge_noise"] == 0.0 and clean["r_sum_clean"] == clean["r_sum"]
     assert all(n["r_sum_clean"] == clean["r_sum"] for n in noisy)  # the clean rating is the proxy's
     assert len({n["judge_noise"] for n in noisy}) == 20 and len({n["r_sum"] for n in noisy}) >= 3

@@ -11,18 +11,28 @@ from slca_verl.sft_dataset import WholeDialogueSFTDataset
 from slca_verl.toolcall import hermes
 
 CALL = hermes.render_call("weather", {"city": "Paris"})
-ONE_CALL = [{"role": "system", "content": "sys"}, {"role": "user", "content": "weather in paris?"},
-            {"role": "assistant", "content": CALL}, {"role": "tool", "content": '{"t": 21}'},
-            {"role": "user", "content": "thanks. and rome?"}, {"role": "assistant", "content": "It is 21 degrees."}]
-PARALLEL = [{"role": "system", "content": "sys"}, {"role": "user", "content": "paris and rome?"},
-            {"role": "assistant", "content": CALL + "\n" + hermes.render_call("weather", {"city": "Rome"})},
-            {"role": "tool", "content": '{"t": 21}'}, {"role": "tool", "content": '{"t": 25}'},
-            {"role": "assistant", "content": "21 and 25 degrees."}]  # fmt: skip
+ONE_CALL = [
+    {"role": "system", "content": "sys"},
+    {"role": "user", "content": "weather in paris?"},
+    {"role": "assistant", "content": CALL},
+    {"role": "tool", "content": '{"t": 21}'},
+    {"role": "user", "content": "thanks. and rome?"},
+    {"role": "assistant", "content": "It is 21 degrees."},
+]
+PARALLEL = [
+    {"role": "system", "content": "sys"},
+    {"role": "user", "content": "paris and rome?"},
+    {"role": "assistant", "content": CALL + "\n" + hermes.render_call("weather", {"city": "Rome"})},
+    {"role": "tool", "content": '{"t": 21}'},
+    {"role": "tool", "content": '{"t": 25}'},
+    {"role": "assistant", "content": "21 and 25 degrees."},
+]
 
 
 def rendered(tok, messages) -> list[int]:
-    return list(tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=False, return_dict=True)
-                ["input_ids"])  # fmt: skip
+    return list(
+        tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=False, return_dict=True)["input_ids"]
+    )
 
 
 def build(cls, tok, tmp_path, dialogues, **config):
@@ -41,8 +51,11 @@ def test_it_gives_the_tokens_the_whole_dialogue_renders_to_and_trains_only_the_a
     assert item["position_ids"].tolist() == list(range(len(item["input_ids"])))
 
 
-@pytest.mark.parametrize("dialogue", [PARALLEL, ONE_CALL, ONE_CALL[:2] + [{"role": "assistant", "content": CALL}]],
-                         ids=["parallel_results", "two_assistant_turns", "one_turn"])
+@pytest.mark.parametrize(
+    "dialogue",
+    [PARALLEL, ONE_CALL, ONE_CALL[:2] + [{"role": "assistant", "content": CALL}]],
+    ids=["parallel_results", "two_assistant_turns", "one_turn"],
+)
 def test_verls_own_dataset_stops_on_tool_dialogues_that_ours_reads(tok, tmp_path, dialogue):
     """Qwen's templates put consecutive tool results in one user turn, and Qwen3's writes an empty think block into
     the last assistant turn after a user turn; rendered one message at a time, the first is split and the second is

@@ -49,9 +49,11 @@ def call(sim, name="get_weather", args=None, scope="g", n=1):
     async def main():
         try:
             return await asyncio.gather(
-                *[sim.call(name, args if args is not None else {"city": "Rome"}, tool_schemas=TOOLS, scope=scope)
-                  for _ in range(n)]
-            )  # fmt: skip
+                *[
+                    sim.call(name, args if args is not None else {"city": "Rome"}, tool_schemas=TOOLS, scope=scope)
+                    for _ in range(n)
+                ]
+            )
         finally:
             await sim.aclose()
 

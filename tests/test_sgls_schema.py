@@ -128,9 +128,11 @@ def test_several_problems_are_all_reported_in_a_stable_order():
         ("Dict[str, Any]", {"type": "object"}, False),
         ("Union[int, str]", {"type": ["integer", "string"]}, False),
         ("int|float", {"type": ["integer", "number"]}, False),
-        ("Tuple[int, str]",
-         {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
-         False),
+        (
+            "Tuple[int, str]",
+            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
+            False,
+        ),
         ("int default 5", {"type": "integer"}, True),
         ("callable", {"type": "string"}, False),  # a function travels in JSON as its name or source
         ("Literal['a', 'b']", {"enum": ["a", "b"]}, False),
@@ -160,7 +162,9 @@ def test_xlam_schema_is_normalised_into_valid_json_schema():
     assert tool.parameters["type"] == "object"
     assert tool.parameters["required"] == ["nums"]  # optional types and defaults are not required
     assert tool.parameters["properties"]["nums"] == {
-        "description": "Numbers", "type": "array", "items": {"type": "integer"}
+        "description": "Numbers",
+        "type": "array",
+        "items": {"type": "integer"},
     }
     assert tool.parameters["properties"]["k"]["type"] == "integer"
 

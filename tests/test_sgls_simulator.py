@@ -179,8 +179,11 @@ def test_sqlite_cache_lets_a_resumed_run_see_the_same_world(tmp_path):
 
 
 def test_fault_rates_inject_realistic_errors_at_the_configured_rate():
-    cfg = {"backend": "offline", "seed": 1,
-           "faults": {"timeout_rate": 0.1, "server_error_rate": 0.1, "rate_limit_rate": 0.1}}
+    cfg = {
+        "backend": "offline",
+        "seed": 1,
+        "faults": {"timeout_rate": 0.1, "server_error_rate": 0.1, "rate_limit_rate": 0.1},
+    }
     sim = Simulator(cfg)
 
     async def main():

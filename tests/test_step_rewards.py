@@ -42,8 +42,12 @@ X = call("search", q="hotels")  # an allowed tool no gold below needs
 
 
 def truth(gold, tools=TOOLS, **extra):
-    return {"allowed_tools": tools, "gold_tool_calls": gold, "question_content": "Weather in Paris, then book.",
-            **extra}  # fmt: skip
+    return {
+        "allowed_tools": tools,
+        "gold_tool_calls": gold,
+        "question_content": "Weather in Paris, then book.",
+        **extra,
+    }
 
 
 NESTED = truth([[W], [B]])
@@ -146,24 +150,52 @@ def test_every_call_on_a_row_without_gold_calls_is_charged():
 
 # (what the attack does, gold, honest turns, attack turns); before: the positional rule's returns, honest vs attack
 ATTACKS = [
-    ("give up after a wrong call instead of correcting it", NESTED,  # before 1.55 vs 1.80
-     [block(W), block(B_LYON), block(B)], [block(W), block(B_LYON)]),
-    ("after a failed step 1, skip to step 2 instead of redoing it", NESTED,  # before 0.15 vs 1.00
-     [BROKEN, block(W), block(B)], [BROKEN, block(B)]),
-    ("after a wrong step 1, skip to step 2 instead of fixing it", NESTED,  # before 0.95 vs 1.80
-     [block(W_LYON), block(W), block(B)], [block(W_LYON), block(B)]),
+    (
+        "give up after a wrong call instead of correcting it",
+        NESTED,  # before 1.55 vs 1.80
+        [block(W), block(B_LYON), block(B)],
+        [block(W), block(B_LYON)],
+    ),
+    (
+        "after a failed step 1, skip to step 2 instead of redoing it",
+        NESTED,  # before 0.15 vs 1.00
+        [BROKEN, block(W), block(B)],
+        [BROKEN, block(B)],
+    ),
+    (
+        "after a wrong step 1, skip to step 2 instead of fixing it",
+        NESTED,  # before 0.95 vs 1.80
+        [block(W_LYON), block(W), block(B)],
+        [block(W_LYON), block(B)],
+    ),
     ("repeat the call on flat gold", FLAT1, [block(W)], [block(W), block(W)]),  # before 1.00 vs 2.00
     ("repeat the call twice on flat gold", FLAT1, [block(W)], [block(W), block(W), block(W)]),  # 1.00 vs 3.00
     ("call another allowed tool on flat gold", FLAT1, [block(W)], [block(W), block(X)]),  # 1.00 vs 2.00
     ("repeat the call on names-only gold", NAMES1, [block(W)], [block(W), block(W)]),  # 1.00 vs 2.00
-    ("call every allowed tool on names-only gold", NAMES1,  # before 1.00 vs 3.00
-     [block(W)], [block(W), block(B), block(X)]),
-    ("repeat a call on flat gold of two calls", FLAT2,  # before 2.00 vs 3.00
-     [block(W), block(B)], [block(W), block(W), block(B)]),
-    ("call another allowed tool on flat gold of two calls", FLAT2,  # before 2.00 vs 3.00
-     [block(W), block(B)], [block(W), block(B), block(X)]),
-    ("repeat a call with other arguments on names-only gold", NAMES2,  # before 2.00 vs 3.00
-     [block(W), block(B)], [block(W), block(B), block(B_LYON)]),
+    (
+        "call every allowed tool on names-only gold",
+        NAMES1,  # before 1.00 vs 3.00
+        [block(W)],
+        [block(W), block(B), block(X)],
+    ),
+    (
+        "repeat a call on flat gold of two calls",
+        FLAT2,  # before 2.00 vs 3.00
+        [block(W), block(B)],
+        [block(W), block(W), block(B)],
+    ),
+    (
+        "call another allowed tool on flat gold of two calls",
+        FLAT2,  # before 2.00 vs 3.00
+        [block(W), block(B)],
+        [block(W), block(B), block(X)],
+    ),
+    (
+        "repeat a call with other arguments on names-only gold",
+        NAMES2,  # before 2.00 vs 3.00
+        [block(W), block(B)],
+        [block(W), block(B), block(B_LYON)],
+    ),
     ("repeat the last step on nested gold", NESTED, [block(W), block(B)], [block(W), block(B), block(B)]),
     ("split a parallel step across turns", PARALLEL, [block(W, B)], [block(W), block(B)]),  # before 1.00 vs 0.19
 ]
@@ -178,7 +210,8 @@ def test_splitting_calls_of_flat_gold_across_turns_is_neither_paid_nor_charged()
     """Flat gold has no step structure (r_tool does not measure parallel on it either), so calling its two calls in
     one turn or in two is the same achievement: equal returns, where the positional rule paid 2.00 against 1.00."""
     assert episode_return([block(W), block(B), REPLY], FLAT2) == pytest.approx(
-        episode_return([block(W, B), REPLY], FLAT2))
+        episode_return([block(W, B), REPLY], FLAT2)
+    )
 
 
 def test_the_reward_row_carries_the_step_rewards_through_score_trajectory():
@@ -193,8 +226,12 @@ def test_the_reward_row_carries_the_step_rewards_through_score_trajectory():
     out = score_trajectory_sync([block(W), REPLY], ["{}"], NO_CALLS)
     assert json.loads(out["step_rewards"]) == [EXTRA]
     # the config's knobs reach the row
-    out = score_trajectory_sync([block(W_LYON), block(B), REPLY], ["{}", "{}"], NESTED,
-                                config=HierRConfig.from_kwargs({"step_pass": 1.0, "extra_step_reward": -0.5}))
+    out = score_trajectory_sync(
+        [block(W_LYON), block(B), REPLY],
+        ["{}", "{}"],
+        NESTED,
+        config=HierRConfig.from_kwargs({"step_pass": 1.0, "extra_step_reward": -0.5}),
+    )
     assert json.loads(out["step_rewards"]) == [0.8, -0.5]
     # tool output the policy wrote itself: every turn 0, as before
     out = score_trajectory_sync([block(W), block(B), REPLY], ["{}", "{}"], NESTED, forged_tool_output=1)
@@ -257,8 +294,9 @@ def _attempted(turns, gt):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ground_truth=gold_rows(), turns=st.lists(turn_texts(), max_size=7),
-       extra=st.floats(-1.0, -0.01, allow_nan=False))  # fmt: skip
+@given(
+    ground_truth=gold_rows(), turns=st.lists(turn_texts(), max_size=7), extra=st.floats(-1.0, -0.01, allow_nan=False)
+)
 def test_the_return_telescopes_to_the_best_reached_on_each_unit(ground_truth, turns, extra):
     """(a) Σ_t r_t = Σ_q best_q + extra_step_reward * #(turns with no progress), every best_q a score some turn
     reached on that unit and at most R_tool's maximum."""

@@ -8,8 +8,10 @@ import time
 import pytest
 import subproc
 
-SCRIPT = (f"'{sys.executable}' -c 'import os, time; open(os.environ[\"PID_FILE\"], \"w\").write(str(os.getpid())); "
-          "time.sleep(300)' & wait")  # fmt: skip
+SCRIPT = (
+    f'\'{sys.executable}\' -c \'import os, time; open(os.environ["PID_FILE"], "w").write(str(os.getpid())); '
+    "time.sleep(300)' & wait"
+)
 
 
 def _alive(pid: int) -> bool:
@@ -54,8 +56,13 @@ def test_subprocess_run_alone_would_leave_the_child_running(tmp_path):
 
 
 def test_it_returns_what_subprocess_run_returns():
-    done = subproc.run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"],
-                       input="abc", capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subproc.run(
+        [sys.executable, "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(3)"],
+        input="abc",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stdout.strip()) == (3, "ABC")
     with pytest.raises(subprocess.CalledProcessError):
         subproc.run([sys.executable, "-c", "raise SystemExit(1)"], check=True, timeout=60)

@@ -12,9 +12,11 @@ import pytest
 from slca_verl.toolcall import hermes
 
 REPO = Path(__file__).resolve().parents[1]
-CALLS = [{"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
-         {"name": "noop"},  # arguments default to {}
-         {"name": "convert", "arguments": {"amount": 1.5, "pair": ["EUR", "USD"], "opts": {"round": True}}}]
+CALLS = [
+    {"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
+    {"name": "noop"},  # arguments default to {}
+    {"name": "convert", "arguments": {"amount": 1.5, "pair": ["EUR", "USD"], "opts": {"round": True}}},
+]
 
 
 def _imports(path: Path) -> set[str]:
@@ -61,8 +63,11 @@ def test_system_prompt_lists_every_tool_as_one_json_line():
 
 @pytest.mark.parametrize("banned", ["data_prep", "benchmarks", "recipes", "examples"])
 def test_no_library_module_imports_the_scripts_around_it(banned):
-    offenders = sorted(str(p.relative_to(REPO)) for p in (REPO / "slca_verl").rglob("*.py")
-                       if any(m == banned or m.startswith(banned + ".") for m in _imports(p)))  # fmt: skip
+    offenders = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "slca_verl").rglob("*.py")
+        if any(m == banned or m.startswith(banned + ".") for m in _imports(p))
+    )
     assert offenders == []
 
 
@@ -70,8 +75,13 @@ def test_the_toolcall_layer_imports_nothing_above_it():
     """Only its own modules, and verl's ToolParser registry and tool schema model (formats.py reads every format
     but hermes through verl's own parser)."""
     for path in (REPO / "slca_verl" / "toolcall").glob("*.py"):
-        above = {m for m in _imports(path) if m.split(".")[0] in ("verl", "slca_verl", "data_prep")
-                 and m != "slca_verl.toolcall" and not m.startswith("slca_verl.toolcall.")}  # fmt: skip
+        above = {
+            m
+            for m in _imports(path)
+            if m.split(".")[0] in ("verl", "slca_verl", "data_prep")
+            and m != "slca_verl.toolcall"
+            and not m.startswith("slca_verl.toolcall.")
+        }
         assert above <= {"verl.experimental.agent_loop.tool_parser", "verl.tools.schemas"}, (path.name, above)
 
 

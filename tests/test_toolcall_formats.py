@@ -10,15 +10,43 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from slca_verl.toolcall.formats import SPECS, get_format
 
-WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "weather of a city",
-                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
-CALLS = [{"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
-         {"name": "set_alarm", "arguments": {"hour": 7, "loud": True}}]  # fmt: skip
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
-             "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}},
-         {"type": "function", "function": {"name": "set_alarm", "parameters": {"type": "object", "properties": {
-             "hour": {"type": "integer"}, "loud": {"type": "boolean"}}, "required": ["hour"]}}}]  # fmt: skip
+CALLS = [
+    {"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
+    {"name": "set_alarm", "arguments": {"hour": 7, "loud": True}},
+]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "set_alarm",
+            "parameters": {
+                "type": "object",
+                "properties": {"hour": {"type": "integer"}, "loud": {"type": "boolean"}},
+                "required": ["hour"],
+            },
+        },
+    },
+]
 VERL_FORMATS = sorted(n for n in ToolParser._registry if n != "slca_hermes")
 
 
@@ -80,8 +108,12 @@ def test_hierr_scores_decoded_turns_of_any_format_as_it_scores_hermes(name):
     """The decoded-text entry point (rows from another agent loop): reward_kwargs.tool_call_format names the format."""
     from slca_verl.rewards import HierRConfig, score_trajectory
 
-    gt = {"allowed_tools": ["get_weather", "set_alarm"], "gold_tool_calls": [CALLS], "tool_schemas": TOOLS,
-          "question_content": "Weather in Zürich for 3 days, and an alarm at 7?"}  # fmt: skip
+    gt = {
+        "allowed_tools": ["get_weather", "set_alarm"],
+        "gold_tool_calls": [CALLS],
+        "tool_schemas": TOOLS,
+        "question_content": "Weather in Zürich for 3 days, and an alarm at 7?",
+    }
     reply = "Zürich will be sunny for three days, and the loud alarm is set for 7."
     scores = {}
     hermes_list_block = "<tool_call>\n" + json.dumps(CALLS, ensure_ascii=False) + "\n</tool_call>"
@@ -102,18 +134,25 @@ def test_an_unknown_tool_call_format_in_reward_kwargs_fails_at_start_up_naming_t
         HierRConfig.from_kwargs({"tool_call_format": "xml_of_my_own"})
 
 
-@pytest.mark.parametrize("record", [
-    "not a record", {"open": 1, "close": 1, "errors": []},                  # a string; no "calls"
-    {"open": 1, "close": 1, "errors": [], "calls": [{"name": "get_weather", "arguments": "{}"}]},  # not a dict
-    {"open": "x", "close": 1, "errors": [], "calls": []},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "record",
+    [
+        "not a record",
+        {"open": 1, "close": 1, "errors": []},  # a string; no "calls"
+        {"open": 1, "close": 1, "errors": [], "calls": [{"name": "get_weather", "arguments": "{}"}]},  # not a dict
+        {"open": "x", "close": 1, "errors": [], "calls": []},
+    ],
+)
 def test_a_parse_record_not_in_the_loops_shape_is_one_invalid_call_never_a_call_or_a_crash(record):
     """parsed_turns reach HierR through extra_info: whatever they hold, nothing unreadable scores as a call."""
     from slca_verl.rewards import score_trajectory
 
     gt = {"allowed_tools": ["get_weather"], "gold_tool_calls": [[CALLS[0]]], "question_content": "Weather?"}
-    row = asyncio.run(score_trajectory(["x", "It is sunny."], ['{"ok": 1}'], gt, call_format="qwen3_coder",
-                                       parsed_turns=[record, None]))  # fmt: skip
+    row = asyncio.run(
+        score_trajectory(
+            ["x", "It is sunny."], ['{"ok": 1}'], gt, call_format="qwen3_coder", parsed_turns=[record, None]
+        )
+    )
     assert row["num_calls"] == 0 and row["no_call"] == 1 and row["fmt"] == 0.0
     assert "unreadable agent-loop parse record" in row["reason"]
 

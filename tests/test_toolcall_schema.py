@@ -12,8 +12,24 @@ from slca_verl.sgls.schema import ToolSet, normalise_tool
 from slca_verl.toolcall.limits import RecordError
 from slca_verl.toolcall.schema import SchemaError, normalise_parameters, split_top_level, type_string_to_schema
 
-NAMES = ["int", "str", "float", "bool", "Any", "None", "List", "Dict", "Tuple", "Optional", "Union", "Set",
-         "Literal", "datetime.date", "callable", "Frobnicator"]  # fmt: skip
+NAMES = [
+    "int",
+    "str",
+    "float",
+    "bool",
+    "Any",
+    "None",
+    "List",
+    "Dict",
+    "Tuple",
+    "Optional",
+    "Union",
+    "Set",
+    "Literal",
+    "datetime.date",
+    "callable",
+    "Frobnicator",
+]
 
 
 @st.composite
@@ -50,14 +66,19 @@ def test_the_choices_between_dialects_are_made_once():
     assert type_string_to_schema("callable") == ({"type": "string"}, False)
     assert type_string_to_schema("int, str") == ({"type": ["integer", "string"]}, False)
     assert type_string_to_schema("int|str, optional") == ({"type": ["integer", "string"]}, True)
-    assert type_string_to_schema("List[int|str]") == ({"type": "array", "items": {"type": ["integer", "string"]}},
-                                                      False)  # fmt: skip
+    assert type_string_to_schema("List[int|str]") == (
+        {"type": "array", "items": {"type": ["integer", "string"]}},
+        False,
+    )
     assert type_string_to_schema("Tuple[int, ...]") == ({"type": "array", "items": {"type": "integer"}}, False)
-    assert type_string_to_schema("Set[str]") == ({"type": "array", "items": {"type": "string"}, "uniqueItems": True},
-                                                 False)  # fmt: skip
+    assert type_string_to_schema("Set[str]") == (
+        {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        False,
+    )
     # the draft-4 tuple form of a dataset becomes the positional form the normaliser writes for Tuple[...]
-    params = normalise_parameters({"type": "object", "properties": {"p": {"type": "array", "items": [
-        {"type": "integer"}, {"type": "string"}]}}})  # fmt: skip
+    params = normalise_parameters(
+        {"type": "object", "properties": {"p": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}]}}}
+    )
     assert params["properties"]["p"] == {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}
 
 
@@ -70,8 +91,14 @@ def test_what_strict_mode_refuses_tolerant_mode_reads_as_any_value():
     with pytest.raises(RecordError) as err:
         type_string_to_schema(deep, strict=True)
     assert err.value.reason == "too_deep" and type_string_to_schema(deep) == ({}, False)
-    for bad in ({"type": "object", "properties": {"a": 3}}, {"properties": {"a": {"enum": "x"}}},
-                {"properties": {"a": {"type": 5}}}, {"properties": {}, "required": "a"}, "not json", [1]):  # fmt: skip
+    for bad in (
+        {"type": "object", "properties": {"a": 3}},
+        {"properties": {"a": {"enum": "x"}}},
+        {"properties": {"a": {"type": 5}}},
+        {"properties": {}, "required": "a"},
+        "not json",
+        [1],
+    ):
         with pytest.raises(SchemaError) as err:
             normalise_parameters(bad, strict=True)
         assert err.value.reason == "tool_schema_invalid"
@@ -86,16 +113,42 @@ def test_split_top_level_respects_brackets_and_quotes():
 
 
 RAW_TOOLS = [
-    {"name": "find", "description": "xLAM style", "parameters": {
-        "nums": {"type": "List[int]"}, "k": {"type": "int, optional", "default": 1},
-        "pair": {"type": "Tuple[int, str], optional"}, "when": {"type": "Optional[datetime.date]"},
-        "mode": {"type": "str", "enum": ["a", 2], "default": "a"}}},
-    {"name": "area", "description": "BFCL style", "parameters": {"type": "dict", "required": ["base", "ghost"],
-     "properties": {"base": {"type": "float"}, "dims": {"type": "tuple", "items": {"type": "integer"}},
-                    "meta": {"type": "any"}, "fn": {"type": "callable"}}}},
-    {"type": "function", "function": {"name": "old", "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "required": True}, "n": {"type": ["int", "null"]}}}}},
-]  # fmt: skip
+    {
+        "name": "find",
+        "description": "xLAM style",
+        "parameters": {
+            "nums": {"type": "List[int]"},
+            "k": {"type": "int, optional", "default": 1},
+            "pair": {"type": "Tuple[int, str], optional"},
+            "when": {"type": "Optional[datetime.date]"},
+            "mode": {"type": "str", "enum": ["a", 2], "default": "a"},
+        },
+    },
+    {
+        "name": "area",
+        "description": "BFCL style",
+        "parameters": {
+            "type": "dict",
+            "required": ["base", "ghost"],
+            "properties": {
+                "base": {"type": "float"},
+                "dims": {"type": "tuple", "items": {"type": "integer"}},
+                "meta": {"type": "any"},
+                "fn": {"type": "callable"},
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "old",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "required": True}, "n": {"type": ["int", "null"]}},
+            },
+        },
+    },
+]
 
 
 @pytest.mark.parametrize("raw", RAW_TOOLS, ids=lambda r: r.get("name", "openai"))

@@ -71,8 +71,9 @@ def test_a_direct_reply_and_a_truncated_row_by_hand():
     # A: direct reply; B: right step 1 (0.8), reply; C: 1.0 then 0.5, cut by the turn limit (no summary)
     rows = [row([], 0.0), row([0.8], 0.0), row([1.0, 0.5], None)]
     ids, rewards, mask = batch(rows)
-    adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([7] * 3), {"norm_adv_by_std_in_grpo": False, **TURN},
-                                         segment_ids=ids)  # fmt: skip
+    adv, _ = compute_slca_grpo_advantage(
+        rewards, mask, np.array([7] * 3), {"norm_adv_by_std_in_grpo": False, **TURN}, segment_ids=ids
+    )
     # decision 0: G = 0 (A), 0.8 (B), 1.5 (C); decision 1: B replies (0), C calls (0.5), each the other's baseline;
     # C never chose to stop, so it has no decision 2 and no stopping credit
     credit = decision_credit(adv, ids)
@@ -161,10 +162,11 @@ def estimator_credit(norm):
         rows = [row(t[1], 0.0 if t[2] else None, turn_len=1, sum_len=1) for g in groups for t in g]
         ids, rewards, mask = batch(rows)
         index = np.repeat(np.arange(len(groups)), len(groups[0]))
-        adv, _ = compute_slca_grpo_advantage(rewards.double(), mask, index,
-                                             {"norm_adv_by_std_in_grpo": norm, **TURN}, segment_ids=ids)  # fmt: skip
+        adv, _ = compute_slca_grpo_advantage(
+            rewards.double(), mask, index, {"norm_adv_by_std_in_grpo": norm, **TURN}, segment_ids=ids
+        )
         flat = decision_credit(adv, ids)
-        return [flat[k * len(groups[0]):(k + 1) * len(groups[0])] for k in range(len(groups))]
+        return [flat[k * len(groups[0]) : (k + 1) * len(groups[0])] for k in range(len(groups))]
 
     return fn
 
@@ -181,7 +183,7 @@ def myopic_credit(groups):
         for t in g:
             own = t[1] + [0.0] * (LIMIT - len(t[1]))
             z = [own[k] - mean[k] if t[1] else 0.0 for k in range(LIMIT)]
-            rows.append(z[: len(t[1])] + ([sum(z[len(t[1]):])] if t[2] else []))
+            rows.append(z[: len(t[1])] + ([sum(z[len(t[1]) :])] if t[2] else []))
         out.append(rows)
     return out
 
@@ -226,8 +228,9 @@ def test_single_step_groups_scale_the_segment_modes_advantages(kernel, explicit_
     index = np.array([i // 6 for i in range(48)])
     seg_ids = ids if explicit_ids else None
     segment, _ = compute_slca_grpo_advantage(rewards, mask, index, {"slca": {"kernel": kernel}}, segment_ids=seg_ids)
-    turn, _ = compute_slca_grpo_advantage(rewards, mask, index, {"slca": {"kernel": kernel, "credit": "turn"}},
-                                          segment_ids=seg_ids)  # fmt: skip
+    turn, _ = compute_slca_grpo_advantage(
+        rewards, mask, index, {"slca": {"kernel": kernel, "credit": "turn"}}, segment_ids=seg_ids
+    )
     tool, summ = ids == TOOL, ids == SUMMARY
     assert torch.equal(turn[summ], segment[summ])
     ratio = (turn[:, 0] / segment[:, 0]).reshape(8, 6)  # the first token of every row is a tool token
@@ -236,14 +239,23 @@ def test_single_step_groups_scale_the_segment_modes_advantages(kernel, explicit_
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.floats(-2, 2, width=32), min_size=0, max_size=3),
-                          st.one_of(st.none(), st.floats(-2, 2, width=32))), min_size=1, max_size=6),
-       st.booleans())  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.floats(-2, 2, width=32), min_size=0, max_size=3),
+            st.one_of(st.none(), st.floats(-2, 2, width=32)),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
 def test_any_group_gives_finite_advantages_only_on_trained_tokens(spec, norm):
     rows = [row(turns, summ) for turns, summ in spec if turns or summ is not None] or [row([], 0.0)]
     ids, rewards, mask = batch(rows)
-    adv, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * len(rows)),
-                                         {"norm_adv_by_std_in_grpo": norm, **TURN}, segment_ids=ids)  # fmt: skip
+    adv, _ = compute_slca_grpo_advantage(
+        rewards, mask, np.array([0] * len(rows)), {"norm_adv_by_std_in_grpo": norm, **TURN}, segment_ids=ids
+    )
     assert bool(torch.isfinite(adv).all())
     assert bool((adv[ids == OBSERVATION] == 0).all())
     if norm:  # root mean square over the group's decisions (A^sum taken off the replies): s_g / (s_g + eps) <= 1
@@ -263,14 +275,18 @@ def test_per_turn_statistics_reach_the_step_logs_and_bad_settings_fail_at_start_
     assert math.isclose(stats["slca/turn1/reward_mean"], 2 / 3, rel_tol=1e-6)
     assert math.isclose(stats["slca/truncated/frac"], 1 / 3, rel_tol=1e-6)  # C: cut on a tool turn
     assert stats["slca/stop_adv/mean"] < 0  # A's and B's replies: B stopped where C went on and earned
-    for bad, key in [({"credit": "turns"}, "algorithm.slca.credit"), ({"credit": "turn", "turn_min_pool": -1},
-                     "turn_min_pool"), ({"credit": "turn", "turn_min_pool": 1.5}, "turn_min_pool")]:  # fmt: skip
+    for bad, key in [
+        ({"credit": "turns"}, "algorithm.slca.credit"),
+        ({"credit": "turn", "turn_min_pool": -1}, "turn_min_pool"),
+        ({"credit": "turn", "turn_min_pool": 1.5}, "turn_min_pool"),
+    ]:
         with pytest.raises(ValueError, match=key):
             compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), {"slca": bad}, segment_ids=ids)
     # abstention_credit (a recipe's default) has no effect in this mode: it credits a direct reply itself
     plain, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), TURN, segment_ids=ids)
-    both, _ = compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3),
-                                          {"slca": {"credit": "turn", "abstention_credit": True}}, segment_ids=ids)
+    both, _ = compute_slca_grpo_advantage(
+        rewards, mask, np.array([0] * 3), {"slca": {"credit": "turn", "abstention_credit": True}}, segment_ids=ids
+    )
     assert torch.equal(plain, both)
 
 

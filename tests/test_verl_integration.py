@@ -271,8 +271,9 @@ def test_slca_sync_hands_segment_ids_to_the_baseline_estimators_too(transfer_que
     bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics={})
     adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 30)
     fn = get_adv_estimator_fn(estimator)
-    with_ids, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm,
-                     segment_ids=ids)
+    with_ids, _ = fn(
+        token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm, segment_ids=ids
+    )
     from_runs, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm)
     torch.testing.assert_close(adv, with_ids, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(with_ids, from_runs, atol=1e-3)
@@ -283,10 +284,17 @@ def test_reward_extra_metrics_average_every_numeric_key_and_skip_the_rest():
 
     from slca_verl.trainer import reward_extra_metrics
 
-    rows = [{"r_tool": 1.0, "success": True, "reason": "ok", "n": np.int64(3), "bad": float("nan")},
-            {"r_tool": 0.5, "success": False, "reason": "", "n": 1, "bad": 2.0, "arr": np.zeros(2)}, {}]
-    assert reward_extra_metrics(rows) == {"reward_extra/bad/mean": 2.0, "reward_extra/n/mean": 2.0,
-                                          "reward_extra/r_tool/mean": 0.75, "reward_extra/success/mean": 0.5}
+    rows = [
+        {"r_tool": 1.0, "success": True, "reason": "ok", "n": np.int64(3), "bad": float("nan")},
+        {"r_tool": 0.5, "success": False, "reason": "", "n": 1, "bad": 2.0, "arr": np.zeros(2)},
+        {},
+    ]
+    assert reward_extra_metrics(rows) == {
+        "reward_extra/bad/mean": 2.0,
+        "reward_extra/n/mean": 2.0,
+        "reward_extra/r_tool/mean": 0.75,
+        "reward_extra/success/mean": 0.5,
+    }
 
 
 def test_gdpo_v1_in_slca_sync_equals_verls_gdpo_on_the_legacy_trainers_fields(transfer_queue):
@@ -301,17 +309,25 @@ def test_gdpo_v1_in_slca_sync_equals_verls_gdpo_on_the_legacy_trainers_fields(tr
     r_tool, r_sum = rng.random(12).astype(np.float32), rng.random(12).astype(np.float32)
     extras = [{"r_tool": float(a), "r_sum": float(b), "score": float(a + b)} for a, b in zip(r_tool, r_sum)]
     meta = put_rows(transfer_queue, rewards, mask, index, tag="gdpo", extras=extras)
-    cfg = compose_ppo("algorithm.adv_estimator=gdpo_v1", "trainer.v1.trainer_mode=slca_sync",
-                      "+algorithm.gdpo_reward_keys=[r_tool,r_sum]")
+    cfg = compose_ppo(
+        "algorithm.adv_estimator=gdpo_v1",
+        "trainer.v1.trainer_mode=slca_sync",
+        "+algorithm.gdpo_reward_keys=[r_tool,r_sum]",
+    )
     bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics={})
     adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 24)
 
     legacy = compose_ppo("algorithm.adv_estimator=gdpo", "+algorithm.gdpo_reward_keys=[r_tool,r_sum]").algorithm
     P = 2
     data = DataProto.from_dict(
-        tensors={"token_level_rewards": rewards, "response_mask": mask, "prompts": torch.zeros(12, P),
-                 "attention_mask": torch.cat([torch.ones(12, P, dtype=torch.long), mask.long()], dim=1)},
-        non_tensors={"uid": np.array(index, dtype=object), "r_tool": r_tool, "r_sum": r_sum})
+        tensors={
+            "token_level_rewards": rewards,
+            "response_mask": mask,
+            "prompts": torch.zeros(12, P),
+            "attention_mask": torch.cat([torch.ones(12, P, dtype=torch.long), mask.long()], dim=1),
+        },
+        non_tensors={"uid": np.array(index, dtype=object), "r_tool": r_tool, "r_sum": r_sum},
+    )
     expected = compute_advantage(data, adv_estimator="gdpo", config=legacy).batch["advantages"]
     torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
     assert torch.count_nonzero(expected) > 0
@@ -346,8 +362,10 @@ def test_slca_sync_logs_how_much_of_the_judges_noise_reaches_tool_tokens(transfe
     noise = rng.normal(0, 1.0, bs)
     r_tool = rng.random(bs)  # independent of the noise
     r_sum = np.clip(0.5 + noise / 4, 0, 1)
-    extras = [{"r_tool": float(a), "r_sum": float(b), "judge_noise": float(n), "judge_used": 1}
-              for a, b, n in zip(r_tool, r_sum, noise)]
+    extras = [
+        {"r_tool": float(a), "r_sum": float(b), "judge_noise": float(n), "judge_used": 1}
+        for a, b, n in zip(r_tool, r_sum, noise)
+    ]
     metrics = {}
     for estimator, layout in (("grpo", "scalar"), ("slca_grpo", "slca")):
         rewards = torch.zeros(bs, L)
@@ -359,16 +377,19 @@ def test_slca_sync_logs_how_much_of_the_judges_noise_reaches_tool_tokens(transfe
         cfg = compose_ppo(f"algorithm.adv_estimator={estimator}", "trainer.v1.trainer_mode=slca_sync")
         metrics[estimator] = {}
         bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics=metrics[estimator])
+
     def corr_with_noise(per_row_rewards):  # verl's own grpo on one number per row, correlated with the noise
-        adv, _ = compute_grpo_outcome_advantage(torch.tensor(per_row_rewards, dtype=torch.float32)[:, None],
-                                                torch.ones(bs, 1), index)
+        adv, _ = compute_grpo_outcome_advantage(
+            torch.tensor(per_row_rewards, dtype=torch.float32)[:, None], torch.ones(bs, 1), index
+        )
         return np.corrcoef(adv[:, 0].numpy(), noise)[0, 1]
 
     # GRPO: the tool tokens' advantage is the z-scored total; SLCA-GRPO: the z-scored r_tool alone
     assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool + r_sum), abs=1e-5)
     assert metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"] == pytest.approx(corr_with_noise(r_tool), abs=1e-5)
-    assert (metrics["grpo"]["slca/corr_adv_tool_judge_noise"]
-            > abs(metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"]))
+    assert metrics["grpo"]["slca/corr_adv_tool_judge_noise"] > abs(
+        metrics["slca_grpo"]["slca/corr_adv_tool_judge_noise"]
+    )
 
 
 def test_the_noise_leak_metric_is_skipped_not_fatal_for_rows_without_segment_ids(transfer_queue):
@@ -382,8 +403,9 @@ def test_the_noise_leak_metric_is_skipped_not_fatal_for_rows_without_segment_ids
     cfg = compose_ppo("algorithm.adv_estimator=grpo", "trainer.v1.trainer_mode=slca_sync")
     metrics = {}
     bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics=metrics)
-    assert ("slca/corr_adv_tool_judge_noise" not in metrics
-            and metrics["reward_extra/judge_noise/mean"] == pytest.approx(-0.15))
+    assert "slca/corr_adv_tool_judge_noise" not in metrics and metrics[
+        "reward_extra/judge_noise/mean"
+    ] == pytest.approx(-0.15)
     adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 12)
     expected, _ = compute_grpo_outcome_advantage(rewards, mask, np.array(index, dtype=object))
     torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)

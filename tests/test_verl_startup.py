@@ -28,8 +28,14 @@ def env(**kw):
 def test_verls_start_up_notices_become_one_line_and_the_runs_own_warnings_still_show(tmp_path):
     (tmp_path / "probe.py").write_text(PROBE)
     child_log = tmp_path / "child.log"
-    out = subproc.run([sys.executable, STARTUP, "probe", "a", "--b"], capture_output=True, text=True, timeout=300,
-                      cwd=tmp_path, env=env(CHILD_LOG=str(child_log)))  # fmt: skip
+    out = subproc.run(
+        [sys.executable, STARTUP, "probe", "a", "--b"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env(CHILD_LOG=str(child_log)),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines()[0] == "ARGV ['a', '--b'] __main__"  # run as python -m runs it
     summary = [line for line in out.stderr.splitlines() if "verl start-up:" in line]
@@ -44,9 +50,14 @@ def test_verls_start_up_notices_become_one_line_and_the_runs_own_warnings_still_
 
 
 def test_verls_main_ppo_runs_through_it_with_hydras_config_beside_main_ppo(tmp_path):
-    out = subproc.run([sys.executable, STARTUP, "verl.trainer.main_ppo", "--cfg", "job", "trainer.total_epochs=3"],
-                      capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                      env=env(VERL_PLATFORM="cpu"))  # fmt: skip
+    out = subproc.run(
+        [sys.executable, STARTUP, "verl.trainer.main_ppo", "--cfg", "job", "trainer.total_epochs=3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env(VERL_PLATFORM="cpu"),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "\ntrainer:\n" in out.stdout and "total_epochs: 3" in out.stdout
     assert "platform from VERL_PLATFORM" in out.stderr and "Platform override" not in out.stderr

@@ -19,8 +19,7 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("VLLM_CPU_PYTHON",
 
 
 def script(path, *args, timeout=60, **env):
-    return subproc.run(["bash", path, *args], capture_output=True, text=True, timeout=timeout,
-                       env={**CLEAN_ENV, **env})  # fmt: skip
+    return subproc.run(["bash", path, *args], capture_output=True, text=True, timeout=timeout, env={**CLEAN_ENV, **env})
 
 
 def said(proc) -> str:
@@ -30,13 +29,16 @@ def said(proc) -> str:
 def test_a_dry_run_names_the_state_dir_beside_what_was_given_and_keeps_the_default_for_the_defaults(tmp_path):
     default = script(SERVE, DRY_RUN="1")
     assert default.returncode == 0, default.stderr
-    assert said(default) == (f"[vllm-cpu serve] python {DEFAULT_STATE}/venv/bin/python, model "
-                             f"{DEFAULT_STATE}/tiny-qwen3, port 8765, state {DEFAULT_STATE}, "
-                             f"URL file {REPO}/.vllm_cpu_url")  # fmt: skip
+    assert said(default) == (
+        f"[vllm-cpu serve] python {DEFAULT_STATE}/venv/bin/python, model "
+        f"{DEFAULT_STATE}/tiny-qwen3, port 8765, state {DEFAULT_STATE}, "
+        f"URL file {REPO}/.vllm_cpu_url"
+    )
     assert said(script(STOP, DRY_RUN="1")) == f"[vllm-cpu stop] state {DEFAULT_STATE}, URL file {REPO}/.vllm_cpu_url"
     venv, model = tmp_path / "v", tmp_path / "m"
     assert f"python {venv}/bin/python, model {DEFAULT_STATE}/tiny-qwen3, port 8765, state {venv}.vllm-serve," in said(
-        script(SERVE, str(venv), DRY_RUN="1"))
+        script(SERVE, str(venv), DRY_RUN="1")
+    )
     # a venv elsewhere named by its python: the venv two levels up
     by_python = said(script(SERVE, "", str(model), "8766", DRY_RUN="1", VLLM_CPU_PYTHON=f"{venv}/bin/python"))
     assert f"python {venv}/bin/python, model {model}, port 8766, state {venv}.vllm-serve," in by_python

@@ -286,7 +286,9 @@ class SLCAToolAgentLoop(ToolAgentLoop):
             logger.exception("%s: answering a call of %r raised", AGENT_NAME, getattr(tool_call, "name", None))
             traj.counts["internal_errors"] += 1
             return (
-                ToolResponse(text=f"Error: the tool call failed ({type(e).__name__})."), 0.0, {"sgls_status": "error"}
+                ToolResponse(text=f"Error: the tool call failed ({type(e).__name__})."),
+                0.0,
+                {"sgls_status": "error"},
             )
 
     async def _answer_call(self, tool_call, traj: _Trajectory):
@@ -372,8 +374,11 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         counts["has_tool_segment"] = int(counts["tool_tokens"] > 0)
         counts["decision_tokens"] = int(self.abstention_credit and label_decision_token(segment_ids))
         extra = dict(output.extra_fields)
-        extra["slca_trajectory"] = {"assistant_texts": texts, "tool_responses": list(traj.tool_responses),
-                                    "format": self.call_format.name}  # fmt: skip
+        extra["slca_trajectory"] = {
+            "assistant_texts": texts,
+            "tool_responses": list(traj.tool_responses),
+            "format": self.call_format.name,
+        }
         if traj.parsed:  # not hermes: HierR scores the calls the loop parsed and ran, not a re-read of the text
             extra["slca_trajectory"]["parsed_turns"] = parsed
         extra["slca_agent_metrics"] = dict(counts)

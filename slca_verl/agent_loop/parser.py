@@ -57,8 +57,11 @@ def parse_hermes_calls(text: str) -> tuple[str, list[ParsedCall]]:
     blocks = read_blocks(visible, None, accept_string_arguments=True)  # HierR's block reader, so both see one call
     calls: list[ParsedCall] = []
     for _, _, block, err in blocks:  # one bad call spoils its block, as in HierR: nothing of it runs or is scored
-        calls.extend([_error(err)] if err else
-                     [ParsedCall(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in block])
+        calls.extend(
+            [_error(err)]
+            if err
+            else [ParsedCall(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in block]
+        )
     unmatched = max(visible.count(OPEN_TAG), visible.count(CLOSE_TAG)) - len(blocks)
     calls.extend(_error(f"unmatched {OPEN_TAG} / {CLOSE_TAG} tag") for _ in range(unmatched))
     content, pos = [], 0
@@ -85,8 +88,12 @@ class SLCAHermesToolParser(HermesToolParser):
 def parsed_record(parsed) -> dict:
     """A turn's :class:`~slca_verl.toolcall.hermes.ParsedCalls` as JSON-able data, for the reward (HierR rebuilds
     it with :func:`slca_verl.rewards.hierr.parsed_from_records`)."""
-    return {"open": parsed.open_tags, "close": parsed.close_tags, "errors": list(parsed.errors),
-            "calls": [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]}  # fmt: skip
+    return {
+        "open": parsed.open_tags,
+        "close": parsed.close_tags,
+        "errors": list(parsed.errors),
+        "calls": [{"name": c.name, "arguments": c.arguments} for c in parsed.calls],
+    }
 
 
 class FormatToolParser(ToolParser):
@@ -119,7 +126,8 @@ class FormatToolParser(ToolParser):
 
     async def extract_tool_calls(self, responses_ids: list[int], tools: Any = None) -> tuple[str, list[FunctionCall]]:
         text = await get_event_loop().run_in_executor(
-            None, lambda: self.tokenizer.decode(responses_ids, skip_special_tokens=False))  # fmt: skip
+            None, lambda: self.tokenizer.decode(responses_ids, skip_special_tokens=False)
+        )
         try:  # verl's parser for the content it keeps in the chat history; our parse below for the calls
             content, _ = await self.inner.extract_tool_calls(responses_ids, self.row_tools)
         except Exception:  # its failure must not end the trajectory: the calls below say what was wrong

@@ -146,5 +146,3 @@ def get_sgls_tool(sgls: dict | None = None, sgls_config_path: str | None = None,
         if tool is None:
             tool = _SGLS_TOOLS[key] = SGLSTool({**sgls, "name": "slca_tool_agent"})
         return tool
-
-

@@ -44,8 +44,11 @@ def _gloo_torchrun_process_group(original):
 
         import torch.distributed
 
-        torch.distributed.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_second),
-                                             init_method=os.environ.get("DIST_INIT_METHOD", None))  # fmt: skip
+        torch.distributed.init_process_group(
+            backend="gloo",
+            timeout=datetime.timedelta(seconds=timeout_second),
+            init_method=os.environ.get("DIST_INIT_METHOD", None),
+        )
         return int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
     setattr(initialize_global_process_group, _MARK, True)
@@ -63,13 +66,28 @@ def _unpinned_offload_policy(original):
 
 # (patch name, module holding the definition, attribute, wrapper factory, modules that imported it by name)
 PATCHES = (
-    ("gloo_process_group", "verl.utils.distributed", "initialize_global_process_group_ray", _gloo_process_group,
-     ("verl.workers.engine_workers", "verl.checkpoint_engine.base")),
-    ("gloo_torchrun_process_group", "verl.utils.distributed", "initialize_global_process_group",
-     _gloo_torchrun_process_group, ()),
-    ("unpinned_cpu_offload", "verl.workers.engine.fsdp.transformer_impl", "CPUOffloadPolicy",
-     _unpinned_offload_policy, ()),
-)  # fmt: skip
+    (
+        "gloo_process_group",
+        "verl.utils.distributed",
+        "initialize_global_process_group_ray",
+        _gloo_process_group,
+        ("verl.workers.engine_workers", "verl.checkpoint_engine.base"),
+    ),
+    (
+        "gloo_torchrun_process_group",
+        "verl.utils.distributed",
+        "initialize_global_process_group",
+        _gloo_torchrun_process_group,
+        (),
+    ),
+    (
+        "unpinned_cpu_offload",
+        "verl.workers.engine.fsdp.transformer_impl",
+        "CPUOffloadPolicy",
+        _unpinned_offload_policy,
+        (),
+    ),
+)
 
 
 def _apply_one(module_name: str, attr: str, factory, rebinds) -> None:
@@ -100,8 +118,10 @@ def apply() -> dict[str, bool]:
     if verl.__version__ not in SUPPORTED_VERL:
         logger.warning(
             "slca-verl cpu: verl %s is not one of %s; the CPU patches (%s) are not applied",
-            verl.__version__, SUPPORTED_VERL, ", ".join(p[0] for p in PATCHES),
-        )  # fmt: skip
+            verl.__version__,
+            SUPPORTED_VERL,
+            ", ".join(p[0] for p in PATCHES),
+        )
         return {f"patch:{p[0]}": False for p in PATCHES}
     for name, module_name, attr, factory, rebinds in PATCHES:
         try:
@@ -109,6 +129,7 @@ def apply() -> dict[str, bool]:
             status[f"patch:{name}"] = True
         except Exception as e:
             status[f"patch:{name}"] = False
-            logger.warning("slca-verl cpu: patch %s (%s.%s) not applied: %s: %s", name, module_name, attr,
-                           type(e).__name__, e)  # fmt: skip
+            logger.warning(
+                "slca-verl cpu: patch %s (%s.%s) not applied: %s: %s", name, module_name, attr, type(e).__name__, e
+            )
     return status

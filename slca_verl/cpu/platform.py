@@ -45,8 +45,18 @@ def _build_device_module() -> types.ModuleType:
     """A ``torch.<device>``-shaped namespace for the CPU: ``torch.cpu``'s own calls (streams, events, synchronize,
     device_count) plus the CUDA-only calls verl makes, as no-ops or zeros."""
     mod = types.ModuleType("slca_verl_cpu_device")
-    for name in ("synchronize", "current_stream", "stream", "Stream", "Event", "is_available", "device_count",
-                 "current_device", "set_device", "StreamContext"):  # fmt: skip
+    for name in (
+        "synchronize",
+        "current_stream",
+        "stream",
+        "Stream",
+        "Event",
+        "is_available",
+        "device_count",
+        "current_device",
+        "set_device",
+        "StreamContext",
+    ):
         if hasattr(torch.cpu, name):
             setattr(mod, name, getattr(torch.cpu, name))
     mod.is_available = lambda: True

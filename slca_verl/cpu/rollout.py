@@ -44,8 +44,9 @@ def _world_size(config) -> int:
     return config.tensor_model_parallel_size * config.data_parallel_size * config.pipeline_model_parallel_size
 
 
-def sample_next(logits: torch.Tensor, temperature: float, top_p: float, top_k: int,
-                generator: Optional[torch.Generator]) -> int:  # fmt: skip
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_p: float, top_k: int, generator: Optional[torch.Generator]
+) -> int:
     """One token from ``logits`` (V,): greedy at temperature <= 0, else top-k then nucleus (top-p) sampling."""
     if temperature <= 0:
         return int(torch.argmax(logits))
@@ -89,8 +90,12 @@ class HFRolloutServer:
         self.requests = 0
         self.tokens = 0
         self._lock: asyncio.Lock | None = None
-        logger.info("%s: loaded %s (%d parameters)", server_name(replica_rank), path,
-                    sum(p.numel() for p in self.model.parameters()))  # fmt: skip
+        logger.info(
+            "%s: loaded %s (%d parameters)",
+            server_name(replica_rank),
+            path,
+            sum(p.numel() for p in self.model.parameters()),
+        )
 
     def _budget(self, prompt_len: int, sampling_params: dict) -> int:
         cfg = self.config
@@ -123,9 +128,15 @@ class HFRolloutServer:
             out = self.model(input_ids=torch.tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
         return tokens, log_probs, "completed"
 
-    async def generate(self, request_id: str = None, prompt_ids: list[int] = None, sampling_params: dict = None,
-                       image_data: Optional[list[Any]] = None, video_data: Optional[list[Any]] = None,
-                       **kwargs) -> TokenOutput:  # fmt: skip
+    async def generate(
+        self,
+        request_id: str = None,
+        prompt_ids: list[int] = None,
+        sampling_params: dict = None,
+        image_data: Optional[list[Any]] = None,
+        video_data: Optional[list[Any]] = None,
+        **kwargs,
+    ) -> TokenOutput:
         """verl's server ``generate`` contract (see ``LLMServerClient.generate``): token ids in, ``TokenOutput`` out."""
         if image_data or video_data:
             raise ValueError(f"{ROLLOUT_NAME}: multi-modal inputs are not supported by the CPU rollout")
@@ -155,16 +166,25 @@ class HFRolloutServer:
         self.weight_syncs += 1
         if global_steps is not None:
             self.global_steps = global_steps
-        report = {"tensors": len(state), "missing": missing, "unexpected": list(result.unexpected_keys),
-                  "global_steps": self.global_steps, "weight_syncs": self.weight_syncs}  # fmt: skip
+        report = {
+            "tensors": len(state),
+            "missing": missing,
+            "unexpected": list(result.unexpected_keys),
+            "global_steps": self.global_steps,
+            "weight_syncs": self.weight_syncs,
+        }
         level = logging.WARNING if missing or result.unexpected_keys else logging.INFO
         logger.log(level, "%s: weights loaded: %s", server_name(self.replica_rank), report)
         return report
 
     async def stats(self) -> dict:
         """Counters for tests and logs: requests, generated tokens, weight syncs, weight version."""
-        return {"requests": self.requests, "tokens": self.tokens, "weight_syncs": self.weight_syncs,
-                "global_steps": self.global_steps}  # fmt: skip
+        return {
+            "requests": self.requests,
+            "tokens": self.tokens,
+            "weight_syncs": self.weight_syncs,
+            "global_steps": self.global_steps,
+        }
 
     async def set_global_steps(self, global_steps: int):
         self.global_steps = global_steps
@@ -217,10 +237,16 @@ class HFCPUReplica(RolloutReplica):
             options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
                 node_id=node_id, soft=False
             )
-        server = ray.remote(HFRolloutServer).options(**options).remote(
-            config=self.config, model_config=self.model_config, replica_rank=self.replica_rank,
-            seed=getattr(self.config, "seed", 0) or 0,
-        )  # fmt: skip
+        server = (
+            ray.remote(HFRolloutServer)
+            .options(**options)
+            .remote(
+                config=self.config,
+                model_config=self.model_config,
+                replica_rank=self.replica_rank,
+                seed=getattr(self.config, "seed", 0) or 0,
+            )
+        )
         await server.stats.remote()  # waits for the model to load; raises here if it cannot
         self.servers = [server]
         self._server_handle = server

@@ -41,8 +41,15 @@ from slca_verl.progress import cli_logging, progress_line
 logger = logging.getLogger(__name__)
 
 #: Shape of the tiny Qwen3 (about 10M parameters, nearly all in the tied 151,936 x 64 embedding).
-TINY_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, head_dim=16, max_position_embeddings=8192)  # fmt: skip
+TINY_SHAPE = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=8192,
+)
 QWEN3_VOCAB = 151936
 
 
@@ -69,8 +76,9 @@ def episode_texts(sft_parquet: str) -> list[str]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
-    return [tok.apply_chat_template(_messages(msgs), tokenize=False)
-            for msgs in pd.read_parquet(sft_parquet)["messages"]]
+    return [
+        tok.apply_chat_template(_messages(msgs), tokenize=False) for msgs in pd.read_parquet(sft_parquet)["messages"]
+    ]
 
 
 def special_ids(tok) -> tuple[list[int], int]:
@@ -89,15 +97,27 @@ def init_model(out_dir: str, seed: int = 0, tokenizer=None) -> str:
     eos, pad = special_ids(tok)
     vocab = QWEN3_VOCAB if tokenizer is None else -(-len(tok) // 64) * 64
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=vocab, tie_word_embeddings=True, bos_token_id=pad, eos_token_id=eos[0],
-                         pad_token_id=pad, torch_dtype="float32", **TINY_SHAPE)  # fmt: skip
+    config = Qwen3Config(
+        vocab_size=vocab,
+        tie_word_embeddings=True,
+        bos_token_id=pad,
+        eos_token_id=eos[0],
+        pad_token_id=pad,
+        torch_dtype="float32",
+        **TINY_SHAPE,
+    )
     model = Qwen3ForCausalLM(config)
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     GenerationConfig(eos_token_id=eos, pad_token_id=pad, bos_token_id=pad).save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
-    logger.info("tiny Qwen3 (seed %d, vocabulary %d, %d parameters) -> %s", seed, vocab,
-                sum(p.numel() for p in model.parameters()), out_dir)
+    logger.info(
+        "tiny Qwen3 (seed %d, vocabulary %d, %d parameters) -> %s",
+        seed,
+        vocab,
+        sum(p.numel() for p in model.parameters()),
+        out_dir,
+    )
     return out_dir
 
 
@@ -194,8 +214,9 @@ def undecided_steps(step: list[dict], schemas: Sequence[dict]) -> list[list[dict
     return out
 
 
-async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_repeats: int = 1,
-                          tool_format: str = "hermes") -> list[list[dict]]:  # fmt: skip
+async def _gold_dialogues(
+    row: dict, simulator, undecided: bool = False, alt_repeats: int = 1, tool_format: str = "hermes"
+) -> list[list[dict]]:
     """The row's gold episode, or with ``undecided`` one episode per version of its first step
     (:func:`undecided_steps`), each version other than the gold one ``alt_repeats`` times; calls written in
     ``tool_format`` (verl's ``multi_turn.format`` names)."""
@@ -219,14 +240,23 @@ async def _gold_dialogues(row: dict, simulator, undecided: bool = False, alt_rep
         for call in step:
             res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
             responses.append(res.text)
-        episodes.append(prompt + [{"role": "assistant", "content": fmt.render_calls(step)}]
-                        + [{"role": "tool", "content": r} for r in responses]
-                        + [{"role": "assistant", "content": grounded_reply(responses)}])  # fmt: skip
+        episodes.append(
+            prompt
+            + [{"role": "assistant", "content": fmt.render_calls(step)}]
+            + [{"role": "tool", "content": r} for r in responses]
+            + [{"role": "assistant", "content": grounded_reply(responses)}]
+        )
     return episodes
 
 
-def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, undecided: float = 0.0,
-                   alt_repeats: int = 1, tool_format: str = "hermes") -> list[list[dict]]:  # fmt: skip
+def gold_dialogues(
+    rl_paths: Sequence[str],
+    share: float = 1.0,
+    seed: int = 0,
+    undecided: float = 0.0,
+    alt_repeats: int = 1,
+    tool_format: str = "hermes",
+) -> list[list[dict]]:
     """Full gold episodes (call, simulated response, reply) for the rows of the RL parquet files: all of them, or a
     seeded ``share`` of them — so that RL then meets training prompts the warm-up never showed it. For a seeded
     ``undecided`` share of the rows the episode is written once per version of its decisions
@@ -249,8 +279,11 @@ def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, u
     async def run(rows):
         sim = Simulator({"backend": "offline", "cache_scope": "run"})
         try:
-            return [d for r in rows
-                    for d in await _gold_dialogues(r, sim, rng.random() < undecided, int(alt_repeats), tool_format)]
+            return [
+                d
+                for r in rows
+                for d in await _gold_dialogues(r, sim, rng.random() < undecided, int(alt_repeats), tool_format)
+            ]
         finally:
             await sim.aclose()
 
@@ -262,8 +295,15 @@ def gold_dialogues(rl_paths: Sequence[str], share: float = 1.0, seed: int = 0, u
     return asyncio.run(run(rows))
 
 
-def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr: float = 3e-3, seed: int = 0,
-            batch_size: int = 0) -> dict:  # fmt: skip
+def warm_up(
+    model_dir: str,
+    sft_parquet: str,
+    out_dir: str,
+    steps: int = 200,
+    lr: float = 3e-3,
+    seed: int = 0,
+    batch_size: int = 0,
+) -> dict:
     """Supervised warm-up on gold episodes: AdamW on the assistant tokens only, saved to ``out_dir``; each step
     takes a seeded draw of ``batch_size`` episodes (0: all of them, full batch).
 
@@ -313,16 +353,22 @@ def warm_up(model_dir: str, sft_parquet: str, out_dir: str, steps: int = 200, lr
         sched.step()
         losses.append(float(loss.detach()))
         if (step + 1) % every == 0 and step + 1 < steps:
-            logger.info(progress_line("warm-up: step", step + 1, steps, time.monotonic() - t0,
-                                      f"loss {losses[-1]:.3f}"))  # fmt: skip
+            logger.info(
+                progress_line("warm-up: step", step + 1, steps, time.monotonic() - t0, f"loss {losses[-1]:.3f}")
+            )
     model.eval()
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     model.generation_config.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
-    report = {"steps": steps, "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
-              "episodes": n, "batch_size": batch,
-              "trained_tokens_per_step": trained_tokens / max(1, steps)}  # fmt: skip
+    report = {
+        "steps": steps,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+        "episodes": n,
+        "batch_size": batch,
+        "trained_tokens_per_step": trained_tokens / max(1, steps),
+    }
     logger.info("warm-up: %s -> %s", report, out_dir)
     return report
 
@@ -341,10 +387,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--share", type=float, default=1.0, help="seeded share of the rows to write episodes for")
     g.add_argument("--format", default="hermes", help="tool-call format of the episodes (verl's multi_turn.format)")
-    g.add_argument("--undecided", type=float, default=0.0,
-                   help="seeded share of the rows written once per version of their tool choice and slot order")
-    g.add_argument("--alt_repeats", type=int, default=1,
-                   help="times each version other than the gold one is written (1: a uniform choice)")
+    g.add_argument(
+        "--undecided",
+        type=float,
+        default=0.0,
+        help="seeded share of the rows written once per version of their tool choice and slot order",
+    )
+    g.add_argument(
+        "--alt_repeats",
+        type=int,
+        default=1,
+        help="times each version other than the gold one is written (1: a uniform choice)",
+    )
     w = sub.add_parser("warmup", help="supervised warm-up on gold episodes (assistant tokens only)")
     w.add_argument("--model", required=True)
     w.add_argument("--sft", required=True, help="sft_train.parquet written by `gold`")
@@ -360,13 +414,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         init_model(args.out, args.seed, tokenizer=tok)
         return 0
     if args.cmd == "warmup":
-        warm_up(args.model, args.sft, args.out, steps=args.steps, lr=args.lr, seed=args.seed,
-                batch_size=args.batch_size)
+        warm_up(
+            args.model, args.sft, args.out, steps=args.steps, lr=args.lr, seed=args.seed, batch_size=args.batch_size
+        )
         return 0
     from slca_verl.toolcall.rows import write_sft
 
-    dialogues = gold_dialogues(args.rl, share=args.share, seed=args.seed, undecided=args.undecided,
-                               alt_repeats=args.alt_repeats, tool_format=args.format)
+    dialogues = gold_dialogues(
+        args.rl,
+        share=args.share,
+        seed=args.seed,
+        undecided=args.undecided,
+        alt_repeats=args.alt_repeats,
+        tool_format=args.format,
+    )
     paths = write_sft(dialogues, args.out, val_ratio=0.0, seed=args.seed)
     logger.info("%d gold episodes -> %s", len(dialogues), paths["train"])
     return 0

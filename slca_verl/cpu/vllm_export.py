@@ -54,7 +54,7 @@ def _widen_rows(weight, heads: int, old: int, new: int, pos: list[int], scale: f
 
     out = torch.zeros(heads * new, weight.shape[1], dtype=weight.dtype)
     for h in range(heads):
-        out[[h * new + p for p in pos]] = scale * weight[h * old:(h + 1) * old]
+        out[[h * new + p for p in pos]] = scale * weight[h * old : (h + 1) * old]
     return out
 
 

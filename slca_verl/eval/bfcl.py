@@ -38,9 +38,17 @@ from slca_verl.progress import cli_logging
 logger = logging.getLogger(__name__)
 
 DEFAULT_CATEGORIES = (
-    "simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance",
-    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
-)  # fmt: skip
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+)
 NO_CALL_CATEGORIES = ("irrelevance", "live_irrelevance")
 #: bfcl-eval 2026.3.23 answers no reply can pass: a required list argument with no acceptable value (2), an answer
 #: whose only argument is not the function's required one, and one that demands an argument the schema lacks.
@@ -129,8 +137,9 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def load_cases(categories: Sequence[str] = DEFAULT_CATEGORIES, root: Path | None = None, limit: int | None = None
-               ) -> list[dict]:  # fmt: skip
+def load_cases(
+    categories: Sequence[str] = DEFAULT_CATEGORIES, root: Path | None = None, limit: int | None = None
+) -> list[dict]:
     """BFCL questions with their functions and possible answers: ``{id, category, messages, functions, possible}``.
     ``limit`` keeps the first N questions of each category."""
     root = root or data_dir()
@@ -144,8 +153,15 @@ def load_cases(categories: Sequence[str] = DEFAULT_CATEGORIES, root: Path | None
             turns = e.get("question") or []
             if len(turns) != 1:
                 continue
-            cases.append({"id": e["id"], "category": cat, "messages": turns[0], "functions": e["function"],
-                          "possible": answers.get(e["id"], [])})  # fmt: skip
+            cases.append(
+                {
+                    "id": e["id"],
+                    "category": cat,
+                    "messages": turns[0],
+                    "functions": e["function"],
+                    "possible": answers.get(e["id"], []),
+                }
+            )
     return cases
 
 
@@ -155,8 +171,9 @@ def prompt(case: dict) -> list[dict]:
     from slca_verl.toolcall import hermes
 
     tools = [normalise_tool(f) for f in case["functions"]]
-    system = hermes.system_prompt({"name": t.name, "description": t.description, "parameters": t.parameters}
-                                  for t in tools)  # fmt: skip
+    system = hermes.system_prompt(
+        {"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools
+    )
     turn = [{"role": m["role"], "content": m["content"]} for m in case["messages"]]
     if turn and turn[0]["role"] == "system":  # BFCL's own system text goes after the tool listing
         system = system + "\n\n" + turn.pop(0)["content"]
@@ -226,8 +243,11 @@ def gold_calls(possible: list[dict], functions: Sequence[dict]) -> list[dict]:
             return [value(x) for x in v]
         return v
 
-    return [{"name": n, "arguments": params(p, required.get(n, set()), known.get(n))} for entry in possible
-            for n, p in entry.items()]  # fmt: skip
+    return [
+        {"name": n, "arguments": params(p, required.get(n, set()), known.get(n))}
+        for entry in possible
+        for n, p in entry.items()
+    ]
 
 
 def gold_text(case: dict) -> str:
@@ -306,18 +326,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_id = {r["id"]: r["response"] for r in read_jsonl(args.predictions)}
         replies = [by_id.get(c["id"], "") for c in cases]
     elif args.base_url:
-        replies = asyncio.run(generate(cases, args.base_url.split(","), args.model, max_tokens=args.max_tokens,
-                                       concurrency=args.concurrency))  # fmt: skip
+        replies = asyncio.run(
+            generate(
+                cases, args.base_url.split(","), args.model, max_tokens=args.max_tokens, concurrency=args.concurrency
+            )
+        )
     else:
         logger.error("give --base_url, --predictions or --self_check")
         return 1
     scored = [score_case(c, r, checker, language, model_name) for c, r in zip(cases, replies)]
     summary = summarise(scored)
-    result = {"model": "gold" if args.self_check else args.model, "summary": summary,
-              "cases": [{**s, "response": r} for s, r in zip(scored, replies)]}  # fmt: skip
+    result = {
+        "model": "gold" if args.self_check else args.model,
+        "summary": summary,
+        "cases": [{**s, "response": r} for s, r in zip(scored, replies)],
+    }
     json_path, md_path = write_report(args.out_dir, "bfcl", result, table(summary))
-    logger.info("BFCL overall accuracy %.2f%% over %d questions -> %s, %s", summary["overall"]["accuracy"],
-                len(scored), json_path, md_path)  # fmt: skip
+    logger.info(
+        "BFCL overall accuracy %.2f%% over %d questions -> %s, %s",
+        summary["overall"]["accuracy"],
+        len(scored),
+        json_path,
+        md_path,
+    )
     return 0
 
 

@@ -76,10 +76,15 @@ def register(served_model: str, max_tokens: int | None) -> None:
             )
 
     model_config.MODEL_CONFIG_MAPPING[MODEL_NAME] = model_config.ModelConfig(
-        model_name=MODEL_NAME, display_name="slca-verl policy (FC)", url="https://github.com/slca-verl/slca-verl",
-        org="slca-verl", license="apache-2.0", model_handler=PolicyFCHandler, is_fc_model=True,
+        model_name=MODEL_NAME,
+        display_name="slca-verl policy (FC)",
+        url="https://github.com/slca-verl/slca-verl",
+        org="slca-verl",
+        license="apache-2.0",
+        model_handler=PolicyFCHandler,
+        is_fc_model=True,
         underscore_to_dot=False,
-    )  # fmt: skip
+    )
 
 
 def write_run_ids(categories: list[str], limit: int) -> dict[str, list[str]]:

@@ -43,31 +43,52 @@ logger = logging.getLogger(__name__)
 
 MODEL = "slca-verl/policy-FC"  # bfcl_cli.MODEL_NAME (that file runs in bfcl-eval's venv and is not imported here)
 CLI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bfcl_cli.py")
-NON_LIVE = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
-            "irrelevance")  # fmt: skip
-LIVE = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
-        "live_relevance")  # fmt: skip
+NON_LIVE = (
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+)
+LIVE = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance", "live_relevance")
 MULTI_TURN = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 MEMORY_OFFLINE = ("memory_kv", "memory_rec_sum")
 OFFLINE_CATEGORIES = NON_LIVE + LIVE + MULTI_TURN + MEMORY_OFFLINE
-NEEDS_INTERNET = {"memory_vector": "downloads the all-MiniLM-L6-v2 encoder from the Hugging Face hub",
-                  "web_search_base": "queries SerpAPI", "web_search_no_snippet": "queries SerpAPI"}  # fmt: skip
+NEEDS_INTERNET = {
+    "memory_vector": "downloads the all-MiniLM-L6-v2 encoder from the Hugging Face hub",
+    "web_search_base": "queries SerpAPI",
+    "web_search_no_snippet": "queries SerpAPI",
+}
 #: bfcl-eval's data_overall.csv columns this report carries (its own names)
-GROUP_COLUMNS = ("Overall Acc", "Non-Live AST Acc", "Live Acc", "Multi Turn Acc", "Memory Acc", "Web Search Acc",
-                 "Irrelevance Detection", "Relevance Detection")  # fmt: skip
+GROUP_COLUMNS = (
+    "Overall Acc",
+    "Non-Live AST Acc",
+    "Live Acc",
+    "Multi Turn Acc",
+    "Memory Acc",
+    "Web Search Acc",
+    "Irrelevance Detection",
+    "Relevance Detection",
+)
 V3_PARTS = ("Non-Live AST Acc", "Live Acc", "Multi Turn Acc")
 #: the groups bfcl-eval shows as N/A when one of their categories was not scored (``display_na_if_category_missing``
 #: in its ``eval_runner_helper.generate_leaderboard_csv``), and the categories each one averages, unweighted; a tuple
 #: inside is itself such a mean (Non-Live's simple AST: python, java, javascript). Memory Acc is always N/A offline:
 #: memory_vector needs the internet. :func:`groups_over_run` gives their mean over the categories that did run.
 GROUP_PARTS = {
-    "Non-Live AST Acc": (("simple_python", "simple_java", "simple_javascript"), "multiple", "parallel",
-                         "parallel_multiple"),
+    "Non-Live AST Acc": (
+        ("simple_python", "simple_java", "simple_javascript"),
+        "multiple",
+        "parallel",
+        "parallel_multiple",
+    ),
     "Web Search Acc": ("web_search_base", "web_search_no_snippet"),
     "Memory Acc": ("memory_kv", "memory_vector", "memory_rec_sum"),
     "Relevance Detection": ("live_relevance",),
     "Irrelevance Detection": ("irrelevance", "live_irrelevance"),
-}  # fmt: skip
+}
 #: the categories bfcl-eval averages into those three (irrelevance and relevance are scored apart from them)
 V3_CATEGORIES = NON_LIVE[:-1] + LIVE[:4] + MULTI_TURN
 DEFAULT_BFCL_PYTHON = "/tmp/slca-bfcl/venv/bin/python"
@@ -155,8 +176,11 @@ def groups_over_run(overall: dict[str, float | None], scores: dict[str, dict]) -
         if value is None:
             continue
         names = _flat(parts)
-        out[group] = {"accuracy": value, "categories": [c for c in names if c in scores],
-                      "not_run": [c for c in names if c not in scores]}  # fmt: skip
+        out[group] = {
+            "accuracy": value,
+            "categories": [c for c in names if c in scores],
+            "not_run": [c for c in names if c not in scores],
+        }
     return out
 
 
@@ -167,14 +191,20 @@ def summarize(score_root: str, categories: Sequence[str], limit: int | None = No
     not_scored = [c for c in categories if c not in scores]
     if not_scored:
         raise ValueError(f"bfcl: no score file for {not_scored} under {score_root}; did generate or evaluate fail?")
-    left_out = {c: NEEDS_INTERNET.get(c, "not requested") for c in OFFLINE_CATEGORIES + tuple(NEEDS_INTERNET)
-                if c not in scores}  # fmt: skip
+    left_out = {
+        c: NEEDS_INTERNET.get(c, "not requested") for c in OFFLINE_CATEGORIES + tuple(NEEDS_INTERNET) if c not in scores
+    }
     return {
-        "model": MODEL, "bfcl_eval_version": version, "limit_per_category": limit,
-        "categories": scores, "groups": overall, "overall_v4": overall["Overall Acc"],
-        "groups_over_run": groups_over_run(overall, scores), "v3_style": v3_style(overall, scores),
+        "model": MODEL,
+        "bfcl_eval_version": version,
+        "limit_per_category": limit,
+        "categories": scores,
+        "groups": overall,
+        "overall_v4": overall["Overall Acc"],
+        "groups_over_run": groups_over_run(overall, scores),
+        "v3_style": v3_style(overall, scores),
         "left_out": left_out,
-    }  # fmt: skip
+    }
 
 
 def table(result: dict) -> str:
@@ -183,16 +213,25 @@ def table(result: dict) -> str:
     for group, value in result["groups"].items():
         if value is None and group in over_run:
             part = over_run[group]
-            rows.append([f"**{group}** over the categories run ({', '.join(part['categories'])}; not run: "
-                         f"{', '.join(part['not_run'])}; bfcl-eval: N/A)", "", 100.0 * part["accuracy"]])  # fmt: skip
+            rows.append(
+                [
+                    f"**{group}** over the categories run ({', '.join(part['categories'])}; not run: "
+                    f"{', '.join(part['not_run'])}; bfcl-eval: N/A)",
+                    "",
+                    100.0 * part["accuracy"],
+                ]
+            )
         else:
             rows.append([f"**{group}** (bfcl-eval)", "", "N/A" if value is None else 100.0 * value])
     v3 = result["v3_style"]["value"]
     rows.append(["**v3-style: (non-live + live + multi-turn) / 3**", "", "N/A" if v3 is None else 100.0 * v3])
     text = markdown_table(["category", "entries", "accuracy (%)"], rows)
     if result["left_out"]:
-        text += "\nLeft out (counted 0 in bfcl-eval's overall): " + ", ".join(
-            f"{c} ({why})" for c, why in result["left_out"].items()) + "\n"  # fmt: skip
+        text += (
+            "\nLeft out (counted 0 in bfcl-eval's overall): "
+            + ", ".join(f"{c} ({why})" for c, why in result["left_out"].items())
+            + "\n"
+        )
     if result["limit_per_category"]:
         text += f"\nThe first {result['limit_per_category']} entries of each category only: not a leaderboard score.\n"
     return text
@@ -225,8 +264,12 @@ def run_bfcl(args: argparse.Namespace, command: list[str], expected: dict[str, i
         ours += ["--max_tokens", str(args.max_tokens)]
     if args.limit and command[0] == "generate":
         ours += ["--limit", str(args.limit)]
-    env = {**os.environ, "BFCL_PROJECT_ROOT": args.bfcl_root, "LOCAL_SERVER_ENDPOINT": args.host,
-           "LOCAL_SERVER_PORT": str(args.port)}  # fmt: skip
+    env = {
+        **os.environ,
+        "BFCL_PROJECT_ROOT": args.bfcl_root,
+        "LOCAL_SERVER_ENDPOINT": args.host,
+        "LOCAL_SERVER_PORT": str(args.port),
+    }
     cmd = [args.bfcl_python, CLI, *ours, "--", *command]
     logger.info("bfcl: %s", " ".join(cmd))
     log_path = os.path.join(args.out_dir, f"bfcl_{command[0]}.log")
@@ -241,12 +284,12 @@ def run_bfcl(args: argparse.Namespace, command: list[str], expected: dict[str, i
                     break
                 except subprocess.TimeoutExpired:
                     if time.monotonic() - start > args.timeout_s:
-                        raise RuntimeError(f"bfcl {command[0]} ran past --timeout_s {args.timeout_s:g} s; "
-                                           f"see {log_path}") from None  # fmt: skip
+                        raise RuntimeError(
+                            f"bfcl {command[0]} ran past --timeout_s {args.timeout_s:g} s; see {log_path}"
+                        ) from None
                     if expected:
                         done = count_results(os.path.join(args.bfcl_root, "result"), expected, start_wall)
-                        logger.info(progress_line(f"bfcl {command[0]}: entries", done, total,
-                                                  time.monotonic() - start))  # fmt: skip
+                        logger.info(progress_line(f"bfcl {command[0]}: entries", done, total, time.monotonic() - start))
         finally:
             if proc.poll() is None:  # a timeout or an interrupt: the bfcl process does not outlive this one
                 proc.kill()
@@ -263,8 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8100)
     p.add_argument("--served_model", default="policy")
-    p.add_argument("--categories", default=",".join(OFFLINE_CATEGORIES),
-                   help="bfcl-eval categories or groups (default: every offline category)")
+    p.add_argument(
+        "--categories",
+        default=",".join(OFFLINE_CATEGORIES),
+        help="bfcl-eval categories or groups (default: every offline category)",
+    )
     p.add_argument("--limit", type=int, default=None, help="only the first N entries of each category (a smoke run)")
     p.add_argument("--max_tokens", type=int, default=None, help="cap on each completion (default: bfcl-eval's)")
     p.add_argument("--bfcl_python", default=DEFAULT_BFCL_PYTHON, help="Python of the bfcl-eval venv")
@@ -288,15 +334,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     expanded, version, sizes = _expand(args, categories)
     if not args.skip_generate:
         expected = {c: min(n, args.limit) if args.limit else n for c, n in sizes.items()}
-        logger.info("bfcl generate: %d entries in %d categories (progress every %g s)", sum(expected.values()),
-                    len(expected), args.progress_s)  # fmt: skip
-        run_bfcl(args, ["generate", *common, "--skip-server-setup", "--local-model-path",
-                        os.path.abspath(args.local_model_path), "--allow-overwrite"], expected)  # fmt: skip
+        logger.info(
+            "bfcl generate: %d entries in %d categories (progress every %g s)",
+            sum(expected.values()),
+            len(expected),
+            args.progress_s,
+        )
+        run_bfcl(
+            args,
+            [
+                "generate",
+                *common,
+                "--skip-server-setup",
+                "--local-model-path",
+                os.path.abspath(args.local_model_path),
+                "--allow-overwrite",
+            ],
+            expected,
+        )
     run_bfcl(args, ["evaluate", *common, *(["--partial-eval"] if args.limit or args.skip_generate else [])])
     result = summarize(os.path.join(args.bfcl_root, "score"), expanded, args.limit, version)
     json_path, md_path = write_report(args.out_dir, "bfcl_leaderboard", result, table(result))
-    logger.info("bfcl: overall (v4) %s, v3-style %s -> %s, %s", result["overall_v4"], result["v3_style"]["value"],
-                json_path, md_path)  # fmt: skip
+    logger.info(
+        "bfcl: overall (v4) %s, v3-style %s -> %s, %s",
+        result["overall_v4"],
+        result["v3_style"]["value"],
+        json_path,
+        md_path,
+    )
     return 0
 
 
@@ -304,17 +369,20 @@ def _expand(args: argparse.Namespace, categories: list[str]) -> tuple[list[str],
     """bfcl-eval's expansion of group names (``multi_turn`` -> its four categories), its version, and the number of
     test entries of each category (its ``load_dataset_entry``, memory's prerequisites left out; {} if that fails),
     asked of the bfcl venv (the one that generates and scores)."""
-    code = ("import json,sys\nfrom importlib.metadata import version\n"
-            "from bfcl_eval.utils import parse_test_category_argument\n"
-            "names = parse_test_category_argument(sys.argv[1].split(','))\n"
-            "try:\n    from bfcl_eval.utils import load_dataset_entry\n"
-            "    sizes = {c: len(load_dataset_entry(c, include_prereq=False, include_language_specific_hint=False))"
-            " for c in names}\n"
-            "except Exception:\n    sizes = {}\n"
-            "print(json.dumps([names, version('bfcl-eval'), sizes]))")  # fmt: skip
+    code = (
+        "import json,sys\nfrom importlib.metadata import version\n"
+        "from bfcl_eval.utils import parse_test_category_argument\n"
+        "names = parse_test_category_argument(sys.argv[1].split(','))\n"
+        "try:\n    from bfcl_eval.utils import load_dataset_entry\n"
+        "    sizes = {c: len(load_dataset_entry(c, include_prereq=False, include_language_specific_hint=False))"
+        " for c in names}\n"
+        "except Exception:\n    sizes = {}\n"
+        "print(json.dumps([names, version('bfcl-eval'), sizes]))"
+    )
     env = {**os.environ, "BFCL_PROJECT_ROOT": args.bfcl_root}
-    proc = subprocess.run([args.bfcl_python, "-c", code, ",".join(categories)], env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [args.bfcl_python, "-c", code, ",".join(categories)], env=env, capture_output=True, text=True, timeout=300
+    )
     if proc.returncode != 0:
         raise ValueError(f"bfcl: categories {categories} not understood by bfcl-eval: {proc.stderr[-1500:]}")
     expanded, version, sizes = json.loads(proc.stdout.strip().splitlines()[-1])

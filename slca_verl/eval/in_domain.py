@@ -55,8 +55,17 @@ logger = logging.getLogger(__name__)
 
 TAUS = (0.7, 0.8, 0.9, 1.0)
 ACCEPTABLE = 3  # the judge's rubric: 1 very poor, 2 poor, 3 acceptable, 4 good, 5 excellent
-REQUIRED_KEYS = ("score", "r_tool", "name_f1", "value", "num_gold_calls", "num_calls", "format_valid", "judge_used",
-                 "judge_rating")  # fmt: skip
+REQUIRED_KEYS = (
+    "score",
+    "r_tool",
+    "name_f1",
+    "value",
+    "num_gold_calls",
+    "num_calls",
+    "format_valid",
+    "judge_used",
+    "judge_rating",
+)
 
 
 def _check_rows(rows: Sequence[dict]) -> None:
@@ -88,8 +97,9 @@ def row_success(row: dict, tau: float, min_rating: int = ACCEPTABLE) -> bool:
     return answered_directly(row)
 
 
-def summarise(rows: Sequence[dict], taus: Sequence[float] = TAUS, w_total: float = 2.0,
-              min_rating: int = ACCEPTABLE) -> dict:  # fmt: skip
+def summarise(
+    rows: Sequence[dict], taus: Sequence[float] = TAUS, w_total: float = 2.0, min_rating: int = ACCEPTABLE
+) -> dict:
     """Aggregate HierR rows into the in-domain metrics (percentages; ``None`` where no row of the kind exists).
 
     Args:
@@ -121,8 +131,9 @@ def summarise(rows: Sequence[dict], taus: Sequence[float] = TAUS, w_total: float
     out: dict[str, Any] = {"n": n, "n_tool": len(tool), "n_direct": len(direct), "n_gold_invalid": len(invalid)}
     for tau in taus:
         out[f"success@{tau:g}"] = pct([row_success(r, tau, min_rating) for r in rows])
-    out["tool_accuracy"] = (pct([float(r["toolpo_success"]) for r in tool])
-                            if tool and all("toolpo_success" in r for r in tool) else None)  # fmt: skip
+    out["tool_accuracy"] = (
+        pct([float(r["toolpo_success"]) for r in tool]) if tool and all("toolpo_success" in r for r in tool) else None
+    )
     out["abstention"] = pct([answered_directly(r) for r in direct])
     out.update(name_f1=mean("name_f1"), arg_match=mean("value"), process=mean("r_tool"))
     out["judged"] = pct([1.0] * len(judged) + [0.0] * (n - len(judged)))
@@ -223,8 +234,9 @@ def verl_validation(metrics_path: str) -> dict | None:
     return {"metrics": metrics_path, "step": int(last.get("step", 0)), "by_data_source": sources}
 
 
-async def score_predictions(predictions: Sequence[dict], parquet_rows: Sequence[dict], reward_kwargs: dict,
-                            concurrency: int = 32) -> list[dict]:  # fmt: skip
+async def score_predictions(
+    predictions: Sequence[dict], parquet_rows: Sequence[dict], reward_kwargs: dict, concurrency: int = 32
+) -> list[dict]:
     """HierR for each ``{"index", "response"}`` against row ``index`` of the eval parquet."""
     from slca_verl.rewards import compute_score
 
@@ -233,8 +245,13 @@ async def score_predictions(predictions: Sequence[dict], parquet_rows: Sequence[
     async def one(p: dict) -> dict:
         row = parquet_rows[int(p["index"])]
         async with sem:
-            out = await compute_score(row.get("data_source", ""), p["response"], row["reward_model"]["ground_truth"],
-                                      row.get("extra_info"), **reward_kwargs)  # fmt: skip
+            out = await compute_score(
+                row.get("data_source", ""),
+                p["response"],
+                row["reward_model"]["ground_truth"],
+                row.get("extra_info"),
+                **reward_kwargs,
+            )
         return {**out, "index": int(p["index"]), "data_source": row.get("data_source", "")}
 
     return list(await asyncio.gather(*(one(p) for p in predictions)))
@@ -249,18 +266,27 @@ def table(result: dict) -> str:
     metrics = result["overall"]
     succ = [k for k in metrics if k.startswith("success@")]
     cols = [*succ, "tool_accuracy", "abstention", "reply_acceptable", "name_f1", "arg_match", "process"]
-    names = {"tool_accuracy": "Tool acc", "abstention": "Abstention", "reply_acceptable": "Judged replies OK",
-             "name_f1": "Name-F1", "arg_match": "ArgMatch", "process": "Process"}  # fmt: skip
+    names = {
+        "tool_accuracy": "Tool acc",
+        "abstention": "Abstention",
+        "reply_acceptable": "Judged replies OK",
+        "name_f1": "Name-F1",
+        "arg_match": "ArgMatch",
+        "process": "Process",
+    }
     header = ["set", "n", "with calls", "direct", *[names.get(c, c.replace("success@", "Success@")) for c in cols]]
     sets = [("all", metrics), *result.get("by_data_source", {}).items()]
-    text = markdown_table(header, [[k, v["n"], v["n_tool"], v["n_direct"], *[_cell(v[c]) for c in cols]]
-                                   for k, v in sets])  # fmt: skip
+    text = markdown_table(
+        header, [[k, v["n"], v["n_tool"], v["n_direct"], *[_cell(v[c]) for c in cols]] for k, v in sets]
+    )
     rule = result.get("rule", {})
-    text += (f"\nSuccess@τ: a row with gold calls succeeds when r_tool ≥ τ, a row without gold calls when the policy "
-             f"made no call; either way, when the judge rated the reply, only with a rating ≥ "
-             f"{rule.get('min_rating', ACCEPTABLE)} of 5 ({metrics['judged']:.2f} % of the rows were rated, "
-             f"{_pct_text(metrics['reply_acceptable'])} of those acceptable). The authors' rule, normalised score ≥ τ "
-             f"(the paper's Success@τ): Score@0.9 = {_pct_text(metrics.get('score@0.9'))}.")
+    text += (
+        f"\nSuccess@τ: a row with gold calls succeeds when r_tool ≥ τ, a row without gold calls when the policy "
+        f"made no call; either way, when the judge rated the reply, only with a rating ≥ "
+        f"{rule.get('min_rating', ACCEPTABLE)} of 5 ({metrics['judged']:.2f} % of the rows were rated, "
+        f"{_pct_text(metrics['reply_acceptable'])} of those acceptable). The authors' rule, normalised score ≥ τ "
+        f"(the paper's Success@τ): Score@0.9 = {_pct_text(metrics.get('score@0.9'))}."
+    )
     if metrics.get("n_gold_invalid"):
         text += f" {metrics['n_gold_invalid']} row(s) with unreadable gold left out."
     if result.get("by_data_source_note"):
@@ -273,8 +299,10 @@ def table(result: dict) -> str:
             ours = result.get("by_data_source", {}).get(src, {})
             mine = ours.get("tool_accuracy" if v["what"] == "tool accuracy" else "abstention")
             rows.append([src, v["what"], v["value"], _cell(mine), f"`{v['key']}`"])
-        text += (f"\nverl's own validation ({verl['metrics']}, step {verl['step']}), beside the same numbers from the "
-                 "rows above:\n\n")
+        text += (
+            f"\nverl's own validation ({verl['metrics']}, step {verl['step']}), beside the same numbers from the "
+            "rows above:\n\n"
+        )
         text += markdown_table(["data source", "what", "verl", "this report", "verl's key"], rows)
     return text
 
@@ -286,14 +314,21 @@ def _pct_text(v: float | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--predictions", required=True, help="verl validation dump or {index, response} JSONL")
-    p.add_argument("--eval_parquet", default=None,
-                   help="the held-out rows: needed when the predictions are not yet scored; for a verl dump, it "
-                        "gives each row its data source")  # fmt: skip
+    p.add_argument(
+        "--eval_parquet",
+        default=None,
+        help="the held-out rows: needed when the predictions are not yet scored; for a verl dump, it "
+        "gives each row its data source",
+    )
     p.add_argument("--metrics", default=None, help="verl's file-logger JSONL of the validation run (val-aux/* keys)")
     p.add_argument("--out_dir", required=True)
     p.add_argument("--taus", default=",".join(f"{t:g}" for t in TAUS))
-    p.add_argument("--min_rating", type=int, default=ACCEPTABLE,
-                   help="the judge's lowest rating (1..5) that counts as an acceptable reply; 0: ignore the judge")
+    p.add_argument(
+        "--min_rating",
+        type=int,
+        default=ACCEPTABLE,
+        help="the judge's lowest rating (1..5) that counts as an acceptable reply; 0: ignore the judge",
+    )
     p.add_argument("--judge", default=None, help="llm | offline_proxy | none (HierR's reward_kwargs)")
     p.add_argument("--judge_base_urls", default=None, help="comma-separated")
     p.add_argument("--judge_model", default=None)

@@ -78,35 +78,70 @@ class Figure:
 
 TRAINING_NOTE = "training batches: means over each step's sampled rollouts; held-out prompts: validation.png"
 FIGURES = {
-    "reward": Figure("Training reward (training batches)", "reward (batch mean)",
-                     (Series("reward", (r"^critic/score/mean$",)),), note=TRAINING_NOTE),
-    "exec_vs_pref": Figure("Execution vs preference reward (training batches)", "reward (batch mean)",
-                           (Series("execution reward r_tool", (r"(^|/)r_tool(/mean)?$",)),
-                            Series("preference reward r_sum", (r"(^|/)r_sum(/mean)?$",))), note=TRAINING_NOTE),
-    "advantages": Figure("Advantage spread per segment (training batches)",
-                         "advantage: std per segment (verl's runs: max, min)",
-                         (Series("tool segment: std of A^tool", (r"adv\w*[/_]tool\w*/std$",)),
-                          Series("summary segment: std of A^sum", (r"adv\w*[/_]sum\w*/std$",))),
-                         fallback=(Series("verl: largest advantage", (r"^critic/advantages/max$",)),
-                                   Series("verl: smallest advantage", (r"^critic/advantages/min$",))),
-                         note="means are 0 by construction (group normalisation) and not drawn"),
-    "tool_accuracy": Figure("Tool accuracy (training batches)", "fraction (batch mean)",
-                            (Series("tool-name F1", (r"(^|/)name_f1(/mean)?$",)),
-                             Series("argument-value accuracy", (r"(^|/)value(/mean)?$",)),
-                             Series("Success@τ", (r"(^|/)success(/mean)?$",))),
-                            note=TRAINING_NOTE, ylim=(-0.02, 1.02)),
-    "tool_calls": Figure("Tool calls per episode (training batches)", "calls (batch mean)",
-                         (Series("tool calls per episode", (r"(^|/)agent_tool_calls(/mean)?$",
-                                                            r"(^|/)tool_calls(/mean)?$", r"(^|/)num_calls(/mean)?$")),),
-                         note=TRAINING_NOTE),
-    "response_length": Figure("Response length (training batches)", "tokens (batch mean)",
-                              (Series("response length", (r"^response_length/mean$",)),), note=TRAINING_NOTE),
-    "validation": Figure("Validation (held-out prompts, greedy)", "fraction of the source's rows",
-                         (Series(validation_label, (r"^val-aux/(?P<source>[^/]+)/toolpo_success/mean@\d+$",),
-                                 every=True),),
-                         note="verl's validation: tool accuracy on tool rows, abstention on rows without a call",
-                         ylim=(-0.02, 1.02)),
-}  # fmt: skip
+    "reward": Figure(
+        "Training reward (training batches)",
+        "reward (batch mean)",
+        (Series("reward", (r"^critic/score/mean$",)),),
+        note=TRAINING_NOTE,
+    ),
+    "exec_vs_pref": Figure(
+        "Execution vs preference reward (training batches)",
+        "reward (batch mean)",
+        (
+            Series("execution reward r_tool", (r"(^|/)r_tool(/mean)?$",)),
+            Series("preference reward r_sum", (r"(^|/)r_sum(/mean)?$",)),
+        ),
+        note=TRAINING_NOTE,
+    ),
+    "advantages": Figure(
+        "Advantage spread per segment (training batches)",
+        "advantage: std per segment (verl's runs: max, min)",
+        (
+            Series("tool segment: std of A^tool", (r"adv\w*[/_]tool\w*/std$",)),
+            Series("summary segment: std of A^sum", (r"adv\w*[/_]sum\w*/std$",)),
+        ),
+        fallback=(
+            Series("verl: largest advantage", (r"^critic/advantages/max$",)),
+            Series("verl: smallest advantage", (r"^critic/advantages/min$",)),
+        ),
+        note="means are 0 by construction (group normalisation) and not drawn",
+    ),
+    "tool_accuracy": Figure(
+        "Tool accuracy (training batches)",
+        "fraction (batch mean)",
+        (
+            Series("tool-name F1", (r"(^|/)name_f1(/mean)?$",)),
+            Series("argument-value accuracy", (r"(^|/)value(/mean)?$",)),
+            Series("Success@τ", (r"(^|/)success(/mean)?$",)),
+        ),
+        note=TRAINING_NOTE,
+        ylim=(-0.02, 1.02),
+    ),
+    "tool_calls": Figure(
+        "Tool calls per episode (training batches)",
+        "calls (batch mean)",
+        (
+            Series(
+                "tool calls per episode",
+                (r"(^|/)agent_tool_calls(/mean)?$", r"(^|/)tool_calls(/mean)?$", r"(^|/)num_calls(/mean)?$"),
+            ),
+        ),
+        note=TRAINING_NOTE,
+    ),
+    "response_length": Figure(
+        "Response length (training batches)",
+        "tokens (batch mean)",
+        (Series("response length", (r"^response_length/mean$",)),),
+        note=TRAINING_NOTE,
+    ),
+    "validation": Figure(
+        "Validation (held-out prompts, greedy)",
+        "fraction of the source's rows",
+        (Series(validation_label, (r"^val-aux/(?P<source>[^/]+)/toolpo_success/mean@\d+$",), every=True),),
+        note="verl's validation: tool accuracy on tool rows, abstention on rows without a call",
+        ylim=(-0.02, 1.02),
+    ),
+}
 #: the panels of comparison.png (several runs): figure, and the series labels drawn there (None: all)
 COMPARISON = (("validation", None), ("tool_accuracy", ("Success@τ",)), ("reward", None), ("tool_calls", None))
 LINESTYLES = ("-", "--", ":", "-.")
@@ -158,24 +193,34 @@ def lines(figure: Figure, series: dict) -> list[tuple[str, str]]:
     return of(figure.series) or of(figure.fallback)
 
 
-def draw(ax, name: str, runs: dict[str, dict], only: Sequence[str] | None = None, title: str | None = None
-         ) -> list[str]:  # fmt: skip
+def draw(
+    ax, name: str, runs: dict[str, dict], only: Sequence[str] | None = None, title: str | None = None
+) -> list[str]:
     """Draw figure ``name`` of every run into ``ax``; returns the keys drawn (none: ``ax`` is left empty)."""
     figure = FIGURES[name]
     colours: dict[str, str] = {}
     palette = [f"C{i}" for i in range(10)]
     keys = []
-    per_run = {label: [(s, k) for s, k in lines(figure, series) if only is None or s in only]
-               for label, series in runs.items()}  # fmt: skip
+    per_run = {
+        label: [(s, k) for s, k in lines(figure, series) if only is None or s in only] for label, series in runs.items()
+    }
     several_series = len({s for pairs in per_run.values() for s, _ in pairs}) > 1
     for i, (run, pairs) in enumerate(per_run.items()):
         for label, key in pairs:
             colour = colours.setdefault(label, palette[len(colours) % len(palette)])
             steps, values = zip(*runs[run][key])
             legend = label if len(runs) == 1 else (f"{run}: {label}" if several_series else run)
-            ax.plot(steps, values, label=legend, color=colour, linestyle=LINESTYLES[i % len(LINESTYLES)],
-                    marker=MARKERS[i % len(MARKERS)], markersize=4, fillstyle="none" if i else "full",
-                    linewidth=1.2)  # fmt: skip
+            ax.plot(
+                steps,
+                values,
+                label=legend,
+                color=colour,
+                linestyle=LINESTYLES[i % len(LINESTYLES)],
+                marker=MARKERS[i % len(MARKERS)],
+                markersize=4,
+                fillstyle="none" if i else "full",
+                linewidth=1.2,
+            )
             keys.append(key)
     if keys:
         ax.set_title(title or figure.title, fontsize=10)
@@ -239,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = [label if labels.count(label) == 1 else f"{label} ({i + 1})" for i, label in enumerate(labels)]
     absent = [m for m in args.metrics if not os.path.isfile(m)]
     if absent:  # e.g. a run whose logger had no "file" entry: say which, no traceback
-        logger.error("no metrics file %s (verl's file logger: trainer.logger must include \"file\")", absent)
+        logger.error('no metrics file %s (verl\'s file logger: trainer.logger must include "file")', absent)
         return 1
     runs = {label: load_metrics(path) for label, path in zip(labels, args.metrics)}
     drawn = plot(runs, args.out_dir)

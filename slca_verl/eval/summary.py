@@ -41,10 +41,12 @@ def _in_domain_note(in_domain: dict) -> str:
     overall = in_domain["overall"]
     if "n_tool" not in overall:  # a result file of the older score-only rule
         return f"in-domain: HierR Success@0.9 over {overall['n']} held-out rows (slca_verl.eval.in_domain)"
-    parts = [f"in-domain: Success@0.9 over {overall['n']} held-out rows, verl's own validation rollouts "
-             f"(slca_verl.eval.in_domain): {overall['n_tool']} rows with gold calls succeed at r_tool >= 0.9, "
-             f"{overall['n_direct']} without gold calls when answered without a call; a reply the judge rated must be "
-             "rated acceptable"]
+    parts = [
+        f"in-domain: Success@0.9 over {overall['n']} held-out rows, verl's own validation rollouts "
+        f"(slca_verl.eval.in_domain): {overall['n_tool']} rows with gold calls succeed at r_tool >= 0.9, "
+        f"{overall['n_direct']} without gold calls when answered without a call; a reply the judge rated must be "
+        "rated acceptable"
+    ]
     for key, what in (("tool_accuracy", "tool accuracy"), ("abstention", "abstention")):
         if overall.get(key) is not None:
             parts.append(f"{what} {overall[key]:.2f} %")
@@ -64,9 +66,10 @@ def columns(out_dir: str) -> tuple[dict[str, str], list[str]]:
         notes.append(_in_domain_note(in_domain))
         verl = in_domain.get("verl_validation")
         if verl and verl.get("by_data_source"):
-            notes.append(f"verl's own validation of the same rollouts (step {verl['step']}, {verl['metrics']}): "
-                         + ", ".join(f"{v['what']} {src} {v['value']:.2f} %"
-                                     for src, v in verl["by_data_source"].items()))  # fmt: skip
+            notes.append(
+                f"verl's own validation of the same rollouts (step {verl['step']}, {verl['metrics']}): "
+                + ", ".join(f"{v['what']} {src} {v['value']:.2f} %" for src, v in verl["by_data_source"].items())
+            )
     board = _load(out_dir, "bfcl_leaderboard")
     if board:
         v3 = board["v3_style"]
@@ -95,16 +98,22 @@ def columns(out_dir: str) -> tuple[dict[str, str], list[str]]:
         )
     ast = _load(out_dir, "bfcl")
     if ast:
-        notes.append(f"check, not a column: in-house single-turn AST accuracy (slca_verl.eval.bfcl, bfcl-eval's "
-                     f"ast_checker) {ast['summary']['overall']['accuracy']:.2f} % over "
-                     f"{ast['summary']['overall']['n']} questions")  # fmt: skip
+        notes.append(
+            f"check, not a column: in-house single-turn AST accuracy (slca_verl.eval.bfcl, bfcl-eval's "
+            f"ast_checker) {ast['summary']['overall']['accuracy']:.2f} % over "
+            f"{ast['summary']['overall']['n']} questions"
+        )
     return cells, notes
 
 
 def render(out_dir: str, label: str) -> str:
     cells, notes = columns(out_dir)
-    lines = ["| method | " + " | ".join(COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS),
-             f"| {label} | " + " | ".join(cells[c] for c in COLUMNS) + " |", ""]  # fmt: skip
+    lines = [
+        "| method | " + " | ".join(COLUMNS) + " |",
+        "|---|" + "---|" * len(COLUMNS),
+        f"| {label} | " + " | ".join(cells[c] for c in COLUMNS) + " |",
+        "",
+    ]
     lines += [f"- {n}" for n in notes] or ["- no result files in this folder yet"]
     return "\n".join(lines) + "\n"
 

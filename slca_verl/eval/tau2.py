@@ -118,20 +118,34 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
     """Run ``tau2 run`` for one domain; returns its simulation records."""
     save_to = f"slca_eval_{domain}"
     cmd = [
-        args.tau2_bin, "run", "--domain", domain,
-        "--agent-llm", f"openai/{args.agent_model}",
-        "--agent-llm-args", llm_args(args.agent_base_url, 0.0, max_tokens_arg(args.max_tokens)),
-        "--user-llm", f"openai/{args.user_model}",
-        "--user-llm-args", llm_args(args.user_base_url, 0.0, max_tokens_arg(args.max_tokens)),
-        "--num-trials", str(args.num_trials), "--max-concurrency", str(args.max_concurrency), "--save-to", save_to,
-        "--seed", str(args.seed),
+        args.tau2_bin,
+        "run",
+        "--domain",
+        domain,
+        "--agent-llm",
+        f"openai/{args.agent_model}",
+        "--agent-llm-args",
+        llm_args(args.agent_base_url, 0.0, max_tokens_arg(args.max_tokens)),
+        "--user-llm",
+        f"openai/{args.user_model}",
+        "--user-llm-args",
+        llm_args(args.user_base_url, 0.0, max_tokens_arg(args.max_tokens)),
+        "--num-trials",
+        str(args.num_trials),
+        "--max-concurrency",
+        str(args.max_concurrency),
+        "--save-to",
+        save_to,
+        "--seed",
+        str(args.seed),
         # a simulation that raises (a user simulator's empty reply fails tau2's message validation) is recorded as a
         # failed sample with reward 0 instead of aborting the domain's whole run; failed_samples() counts them
         "--skip-failed-samples",
         # results in the run's own work dir: tau2 would otherwise write into its package's data folder and, finding
         # a file of the same name there, resume an earlier run instead of starting a new one
-        "--results-dir", workdir,
-    ]  # fmt: skip
+        "--results-dir",
+        workdir,
+    ]
     if args.max_steps:
         cmd += ["--max-steps", str(args.max_steps)]
     if args.task_ids:
@@ -156,14 +170,27 @@ def run_domain(domain: str, args: argparse.Namespace, workdir: str) -> list[dict
 
 def table(result: dict) -> str:
     ks = result["ks"]
-    rows = [[d, v["n_simulations"], v["n_failed"], *[100.0 * v[f"pass^{k}"] for k in ks],
-             f"{100.0 * min(v['per_trial_pass^1'].values()):.1f}-{100.0 * max(v['per_trial_pass^1'].values()):.1f}"]
-            for d, v in result["domains"].items()]  # fmt: skip
-    header = ["domain", "simulations", "failed (scored 0)", *[f"Pass^{k} (%)" for k in ks],
-              "Pass^1 per trial, min-max (%)"]
+    rows = [
+        [
+            d,
+            v["n_simulations"],
+            v["n_failed"],
+            *[100.0 * v[f"pass^{k}"] for k in ks],
+            f"{100.0 * min(v['per_trial_pass^1'].values()):.1f}-{100.0 * max(v['per_trial_pass^1'].values()):.1f}",
+        ]
+        for d, v in result["domains"].items()
+    ]
+    header = [
+        "domain",
+        "simulations",
+        "failed (scored 0)",
+        *[f"Pass^{k} (%)" for k in ks],
+        "Pass^1 per trial, min-max (%)",
+    ]
     return markdown_table(header, rows) + (
         f"\nAgent `{result['agent_model']}`, user simulator `{result['user_model']}` at {result['user_base_url']}, "
-        f"{result['num_trials']} trials, tau2 seed {result['seed']}.\n")
+        f"{result['num_trials']} trials, tau2 seed {result['seed']}.\n"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,15 +200,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--agent_model", default="policy")
     p.add_argument("--user_base_url", required=True)
     p.add_argument("--user_model", default="user-sim")
-    p.add_argument("--user_api_key_file", default=None,
-                   help="file holding the user simulator server's API key (recipes/serve_lib.sh writes one)")
+    p.add_argument(
+        "--user_api_key_file",
+        default=None,
+        help="file holding the user simulator server's API key (recipes/serve_lib.sh writes one)",
+    )
     p.add_argument("--num_trials", type=int, default=4)
     p.add_argument("--num_tasks", type=int, default=None)
     p.add_argument("--task_ids", default=None, help="comma-separated task ids (instead of --num_tasks)")
     p.add_argument("--max_concurrency", type=int, default=8)
     p.add_argument("--max_steps", type=int, default=None, help="tau2's --max-steps (default: tau2's own)")
-    p.add_argument("--max_tokens", type=int, default=None,
-                   help="cap on each reply of the agent and the user (tiny models that never stop outgrow a context)")
+    p.add_argument(
+        "--max_tokens",
+        type=int,
+        default=None,
+        help="cap on each reply of the agent and the user (tiny models that never stop outgrow a context)",
+    )
     p.add_argument("--ks", default="1,2,3,4")
     p.add_argument("--seed", type=int, default=300, help="tau2's --seed (300 is tau2's default)")
     p.add_argument("--timeout_s", type=float, default=6 * 3600)
@@ -195,18 +229,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", e)
         return 2
     ks = [int(k) for k in args.ks.split(",") if int(k) <= args.num_trials]
-    result = {"agent_model": args.agent_model, "user_model": args.user_model, "user_base_url": args.user_base_url,
-              "num_trials": args.num_trials, "seed": args.seed, "ks": ks, "domains": {}}
+    result = {
+        "agent_model": args.agent_model,
+        "user_model": args.user_model,
+        "user_base_url": args.user_base_url,
+        "num_trials": args.num_trials,
+        "seed": args.seed,
+        "ks": ks,
+        "domains": {},
+    }
     with tempfile.TemporaryDirectory(prefix="tau2_") as workdir:
         for domain in args.domains.split(","):
             sims = run_domain(domain, args, workdir)
             failed = failed_samples(sims)
             if failed:
-                logger.warning("tau2: %d of %d simulations of %s raised and are scored 0 (tau2's log says why)",
-                               failed, len(sims), domain)
-            result["domains"][domain] = {"n_simulations": len(sims), "n_failed": failed,
-                                         **{f"pass^{k}": pass_hat_k(sims, k) for k in ks},
-                                         "per_trial_pass^1": per_trial_pass_1(sims)}
+                logger.warning(
+                    "tau2: %d of %d simulations of %s raised and are scored 0 (tau2's log says why)",
+                    failed,
+                    len(sims),
+                    domain,
+                )
+            result["domains"][domain] = {
+                "n_simulations": len(sims),
+                "n_failed": failed,
+                **{f"pass^{k}": pass_hat_k(sims, k) for k in ks},
+                "per_trial_pass^1": per_trial_pass_1(sims),
+            }
     json_path, md_path = write_report(args.out_dir, "tau2", result, table(result))
     logger.info("tau2: %s -> %s, %s", result["domains"], json_path, md_path)
     return 0

@@ -53,9 +53,13 @@ COMPONENTS: tuple[Component, ...] = (
     Component("rltr_total", float, "RLTR: the planner reward (-1 for an invalid format)"),
     Component("gold_invalid", int, "1 when the ground truth could not be read"),
     Component("gold_format", str, "nested, flat or names; '' when the ground truth could not be read"),
-    Component("step_rewards", str, "JSON list: each tool turn's progress on the gold units (steps, or the calls "
-              "of flat gold), extra_step_reward when it makes none (slca_grpo credit=turn; read by the slca_turns "
-              "layout)"),
+    Component(
+        "step_rewards",
+        str,
+        "JSON list: each tool turn's progress on the gold units (steps, or the calls "
+        "of flat gold), extra_step_reward when it makes none (slca_grpo credit=turn; read by the slca_turns "
+        "layout)",
+    ),
     Component("reason", str, "'' when the input was fine, else what was wrong"),
 )
 RESULT_KEYS: tuple[str, ...] = tuple(c.key for c in COMPONENTS)
@@ -78,8 +82,10 @@ def typed_row(values: dict[str, Any]) -> dict:
     """
     missing, extra = set(RESULT_KEYS) - set(values), set(values) - set(RESULT_KEYS)
     if missing or extra:
-        raise KeyError(f"HierR row keys differ from the component table: missing {sorted(missing)}, "
-                       f"not in the table {sorted(extra)}")  # fmt: skip
+        raise KeyError(
+            f"HierR row keys differ from the component table: missing {sorted(missing)}, "
+            f"not in the table {sorted(extra)}"
+        )
     row = {}
     for key in RESULT_KEYS:
         value = _KIND[key](values[key])

@@ -75,12 +75,19 @@ def get_judge(kwargs: dict) -> Judge | None:
             raise ValueError("HierR judge=llm needs reward_kwargs.judge_base_urls")
         urls = tuple([urls] if isinstance(urls, str) else urls)
         key = (
-            "llm", urls, kwargs.get("judge_model") or "judge", kwargs.get("judge_api_key"),
-            float(kwargs.get("judge_timeout_s", 30.0)), int(kwargs.get("judge_max_retries", 3)),
-            int(kwargs.get("judge_max_concurrency", 64)), int(kwargs.get("judge_max_tokens", 512)),
-            kwargs.get("judge_deadline_s"), bool(kwargs.get("judge_structured_output", False)),
-            int(kwargs.get("judge_parse_retries", 0)), kwargs.get("judge_api_key_file"),
-        )  # fmt: skip
+            "llm",
+            urls,
+            kwargs.get("judge_model") or "judge",
+            kwargs.get("judge_api_key"),
+            float(kwargs.get("judge_timeout_s", 30.0)),
+            int(kwargs.get("judge_max_retries", 3)),
+            int(kwargs.get("judge_max_concurrency", 64)),
+            int(kwargs.get("judge_max_tokens", 512)),
+            kwargs.get("judge_deadline_s"),
+            bool(kwargs.get("judge_structured_output", False)),
+            int(kwargs.get("judge_parse_retries", 0)),
+            kwargs.get("judge_api_key_file"),
+        )
     else:
         raise ValueError(f"HierR judge must be 'llm', 'offline_proxy' or 'none', got {kind!r}")
     key = key + _noise_setting(kwargs)
@@ -111,12 +118,32 @@ def _build(key: tuple) -> Judge:
         return OfflineProxyJudge(saturation=key[1])
     from slca_verl.sgls.client import ChatClient  # the project's one HTTP client, shared with SGLS
 
-    _, urls, model, api_key, timeout_s, retries, concurrency, max_tokens, deadline, structured, parse_retries, \
-        key_file = key
-    client = ChatClient(list(urls), model, api_key=api_key, api_key_file=key_file, timeout_s=timeout_s,
-                        max_retries=retries, max_concurrency=concurrency)
-    return LLMJudge(client, max_tokens=max_tokens, timeout_s=deadline, parse_retries=parse_retries,
-                    structured_output=structured)
+    (
+        _,
+        urls,
+        model,
+        api_key,
+        timeout_s,
+        retries,
+        concurrency,
+        max_tokens,
+        deadline,
+        structured,
+        parse_retries,
+        key_file,
+    ) = key
+    client = ChatClient(
+        list(urls),
+        model,
+        api_key=api_key,
+        api_key_file=key_file,
+        timeout_s=timeout_s,
+        max_retries=retries,
+        max_concurrency=concurrency,
+    )
+    return LLMJudge(
+        client, max_tokens=max_tokens, timeout_s=deadline, parse_retries=parse_retries, structured_output=structured
+    )
 
 
 def judge_metrics() -> dict:
@@ -149,5 +176,6 @@ async def compute_score(
     if ground_truth is None:
         return empty_result("ground_truth is None")
     num_turns = extra_info.get("num_turns") if isinstance(extra_info, dict) else None
-    return await score_decoded(solution_str, ground_truth, judge=judge, config=config, question=question,
-                               num_turns=num_turns)
+    return await score_decoded(
+        solution_str, ground_truth, judge=judge, config=config, question=question, num_turns=num_turns
+    )

@@ -181,8 +181,9 @@ def execution_components(parsed: ParsedCalls, gold_steps: list[list[ToolCall]]) 
 _WEIGHT_OF = {"fmt": "fmt", "name_f1": "name", "key": "key", "value": "value", "parallel": "parallel"}
 
 
-def execution_reward(components: dict[str, float], weights: ExecutionWeights,
-                     unmeasured: frozenset[str] = frozenset()) -> float:
+def execution_reward(
+    components: dict[str, float], weights: ExecutionWeights, unmeasured: frozenset[str] = frozenset()
+) -> float:
     """R_tool = Σ_c w_c * component_c, or over the measured components only, renormalised (module docstring)."""
     measured = [c for c in _WEIGHT_OF if c not in unmeasured]
     r = sum(getattr(weights, _WEIGHT_OF[c]) * components[c] for c in measured)

@@ -116,8 +116,11 @@ class HierRConfig:
                 naming ``reward_kwargs.<key>`` (such a value used to make every row an "internal error" scored 0).
         """
         simple = {f.name for f in fields(cls)} - {"weights", "rltr", "tool_call_format"}
-        out = {k: _checked_setting(k, kwargs[k], cls.__dataclass_fields__[k].default)
-               for k in simple if k in kwargs and kwargs[k] is not None}  # fmt: skip
+        out = {
+            k: _checked_setting(k, kwargs[k], cls.__dataclass_fields__[k].default)
+            for k in simple
+            if k in kwargs and kwargs[k] is not None
+        }
         if kwargs.get("tool_call_format") is not None:
             try:
                 out["tool_call_format"] = get_format(str(kwargs["tool_call_format"])).name
@@ -202,9 +205,14 @@ def parsed_from_records(records: list[dict | None], allowed: set[str] | None) ->
     return merged
 
 
-async def turn_parses(assistant_texts: list[str], call_format: str, allowed: set[str] | None,
-                      accept_string_arguments: bool, tools: Any = None,
-                      parsed_turns: list | None = None) -> list[ParsedCalls]:  # fmt: skip
+async def turn_parses(
+    assistant_texts: list[str],
+    call_format: str,
+    allowed: set[str] | None,
+    accept_string_arguments: bool,
+    tools: Any = None,
+    parsed_turns: list | None = None,
+) -> list[ParsedCalls]:
     """Each assistant turn's own parse, read as the loop reads it (``<think>`` stripped per turn; the loop's records
     for non-hermes formats when it sent them)."""
     if call_format != "hermes":
@@ -212,15 +220,21 @@ async def turn_parses(assistant_texts: list[str], call_format: str, allowed: set
         records = list(parsed_turns) if parsed_turns is not None else [None] * len(assistant_texts)
         records += [None] * (len(assistant_texts) - len(records))
         # a turn the loop did not parse (the episode ended on it) is parsed here, as the loop would have
-        return [parsed_from_records([r], allowed) if r is not None else
-                await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
-                for r, t in zip(records, assistant_texts)]  # fmt: skip
-    return [parse_tool_calls(strip_think(t), allowed, accept_string_arguments=accept_string_arguments)
-            for t in assistant_texts]  # fmt: skip
+        return [
+            parsed_from_records([r], allowed)
+            if r is not None
+            else await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
+            for r, t in zip(records, assistant_texts)
+        ]
+    return [
+        parse_tool_calls(strip_think(t), allowed, accept_string_arguments=accept_string_arguments)
+        for t in assistant_texts
+    ]
 
 
-def step_rewards(turns: list[ParsedCalls], gt, weights: ExecutionWeights, extra_step_reward: float = 0.0,
-                 step_pass: float = 0.5) -> list[float]:
+def step_rewards(
+    turns: list[ParsedCalls], gt, weights: ExecutionWeights, extra_step_reward: float = 0.0, step_pass: float = 0.5
+) -> list[float]:
     """The step reward of each tool turn (a turn with a call attempt), for ``slca_grpo``'s ``credit=turn``: the
     progress the turn makes on the gold, so an episode's step rewards sum to what it achieved, whatever the order.
 
@@ -281,8 +295,9 @@ def step_rewards(turns: list[ParsedCalls], gt, weights: ExecutionWeights, extra_
     return [p if p > _NO_PROGRESS else float(extra_step_reward) for p in gains]
 
 
-def gold_progress(turns: list[ParsedCalls], gt, weights: ExecutionWeights,
-                  step_pass: float = 0.5) -> tuple[list[float], list[float]]:
+def gold_progress(
+    turns: list[ParsedCalls], gt, weights: ExecutionWeights, step_pass: float = 0.5
+) -> tuple[list[float], list[float]]:
     """The progress p_t of each tool turn and the final best_q of each gold unit, as :func:`step_rewards` defines
     them (Σ_t p_t = Σ_q best_q). No gold calls: every p_t is 0 and there is no unit."""
     attempted = [t for t in turns if t.open_tags or t.close_tags or t.errors or t.calls]
@@ -321,13 +336,23 @@ def _is_new(call: ToolCall, made: dict, gold: list[ToolCall]) -> bool:
     return copies < max(1, in_gold)
 
 
-def _step_progress(turn: ParsedCalls, new: list[ToolCall], steps: list[list[ToolCall]], best: list[float],
-                   weights: ExecutionWeights, unmeasured: frozenset, step_pass: float) -> float:
+def _step_progress(
+    turn: ParsedCalls,
+    new: list[ToolCall],
+    steps: list[list[ToolCall]],
+    best: list[float],
+    weights: ExecutionWeights,
+    unmeasured: frozenset,
+    step_pass: float,
+) -> float:
     """p_t for step units: the turn scored against each step up to the frontier that its new calls name."""
     names = {c.name for c in new}
     frontier = next((q for q, b in enumerate(best) if b < step_pass - _NO_PROGRESS), len(steps) - 1)
-    gains = [(execution_reward(execution_components(turn, [steps[q]]), weights, unmeasured) - best[q], q)
-             for q in range(frontier + 1) if names & {g.name for g in steps[q]}]  # fmt: skip
+    gains = [
+        (execution_reward(execution_components(turn, [steps[q]]), weights, unmeasured) - best[q], q)
+        for q in range(frontier + 1)
+        if names & {g.name for g in steps[q]}
+    ]
     gain, q = max(gains, key=lambda g: (g[0], -g[1]), default=(0.0, -1))  # the earliest step on ties
     if gain <= _NO_PROGRESS:
         return 0.0
@@ -335,8 +360,14 @@ def _step_progress(turn: ParsedCalls, new: list[ToolCall], steps: list[list[Tool
     return gain
 
 
-def _call_progress(turn: ParsedCalls, new: list[ToolCall], units: list[list[ToolCall]], best: list[float],
-                   weights: ExecutionWeights, unmeasured: frozenset) -> float:
+def _call_progress(
+    turn: ParsedCalls,
+    new: list[ToolCall],
+    units: list[list[ToolCall]],
+    best: list[float],
+    weights: ExecutionWeights,
+    unmeasured: frozenset,
+) -> float:
     """p_t for call units: each new call matched to the unit it improves most, each unit improved once."""
     fmt = format_score(turn)
     gains = []
@@ -393,15 +424,33 @@ async def score_trajectory(
     """
     try:
         cfg = config or HierRConfig()
-        return await _score(assistant_texts, tool_responses, ground_truth, judge, cfg, question,
-                            int(forged_tool_output), call_format or cfg.tool_call_format, parsed_turns)
+        return await _score(
+            assistant_texts,
+            tool_responses,
+            ground_truth,
+            judge,
+            cfg,
+            question,
+            int(forged_tool_output),
+            call_format or cfg.tool_call_format,
+            parsed_turns,
+        )
     except Exception as e:  # last line of defence: a reward must never raise inside a training step
         logger.exception("HierR could not score a rollout")
         return empty_result(f"internal error: {type(e).__name__}: {str(e)[:200]}")
 
 
-async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: HierRConfig, question, forged,
-                 call_format: str = "hermes", parsed_turns: list | None = None) -> dict:  # fmt: skip
+async def _score(
+    assistant_texts,
+    tool_responses,
+    ground_truth,
+    judge,
+    cfg: HierRConfig,
+    question,
+    forged,
+    call_format: str = "hermes",
+    parsed_turns: list | None = None,
+) -> dict:
     assistant_texts = [t if isinstance(t, str) else str(t) for t in (assistant_texts or [])]
     tool_responses = [t if isinstance(t, str) else str(t) for t in (tool_responses or [])]
     gt = parse_ground_truth(ground_truth)
@@ -413,8 +462,9 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
 
     call_format = get_format(call_format).name  # an unknown name raises: scored 0 with the reason, below
     last_attempted = False
-    turns = await turn_parses(assistant_texts, call_format, gt.allowed_tools, cfg.accept_string_arguments,
-                              gt.tool_schemas, parsed_turns)  # fmt: skip
+    turns = await turn_parses(
+        assistant_texts, call_format, gt.allowed_tools, cfg.accept_string_arguments, gt.tool_schemas, parsed_turns
+    )
     # one parse per turn, merged (each non-hermes turn's calls one parallel step)
     parsed = merge_turns(turns, steps=call_format != "hermes")
     if parsed_turns is not None and call_format != "hermes" and turns:
@@ -491,9 +541,15 @@ async def _score(assistant_texts, tool_responses, ground_truth, judge, cfg: Hier
     return typed_row(row)
 
 
-async def score_decoded(solution_str: str, ground_truth: Any, *, judge: Judge | None = None,
-                        config: HierRConfig | None = None, question: str | None = None,
-                        num_turns: Any = None) -> dict:
+async def score_decoded(
+    solution_str: str,
+    ground_truth: Any,
+    *,
+    judge: Judge | None = None,
+    config: HierRConfig | None = None,
+    question: str | None = None,
+    num_turns: Any = None,
+) -> dict:
     """HierR reward of a decoded multi-turn response (assistant turns and rendered tool responses in one string).
 
     Args:
@@ -510,7 +566,12 @@ async def score_decoded(solution_str: str, ground_truth: Any, *, judge: Judge | 
     else:
         forged = await unanswerable_runs(traj, (config or HierRConfig()).tool_call_format)
     return await score_trajectory(
-        traj.assistant_texts, traj.tool_responses, ground_truth, judge=judge, config=config, question=question,
+        traj.assistant_texts,
+        traj.tool_responses,
+        ground_truth,
+        judge=judge,
+        config=config,
+        question=question,
         forged_tool_output=forged,
     )
 

@@ -66,8 +66,15 @@ def _r_sum(rating: int) -> float:
 class ChatLike(Protocol):
     """What the LLM judge needs from a client: :class:`slca_verl.sgls.client.ChatClient` is one."""
 
-    async def chat(self, messages: list[dict], *, temperature: float = 0.0, max_tokens: int = 512,
-                   response_format: dict | None = None, seed: int | None = None) -> str: ...
+    async def chat(
+        self,
+        messages: list[dict],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        response_format: dict | None = None,
+        seed: int | None = None,
+    ) -> str: ...
 
 
 class Judge(Protocol):
@@ -154,7 +161,10 @@ RATING_SCHEMA = {
 _LEVEL_ALT = r"very[ \t]+poor|poor|acceptable|good|excellent|[1-5]"
 # The judge's own last line, whole: "Rating: good", "**Rating:** Good.", "rating = 4", "<rating>good</rating>".
 _FINAL_LINE_RE = re.compile(
-    r"[\s#>*_]*(?:rating[\s*_]*[:=][\s*_]*[\"']?(" + _LEVEL_ALT + r")[\"']?|<rating>\s*(" + _LEVEL_ALT
+    r"[\s#>*_]*(?:rating[\s*_]*[:=][\s*_]*[\"']?("
+    + _LEVEL_ALT
+    + r")[\"']?|<rating>\s*("
+    + _LEVEL_ALT
     + r")\s*</rating>)[\s*_.]*",
     re.IGNORECASE,
 )
@@ -218,8 +228,10 @@ def build_messages(question: str, tool_responses: list[str], reply: str, max_cha
     reply = truncate_middle(_text(reply), max_chars)
     tag = fence_tag([question, reply, *responses], key=key)
     if not responses:  # a direct reply (HierR's judge_direct_replies): its own rubric
-        user = _DIRECT_TEMPLATE.format(question=fenced(tag, question, "question from the user"),
-                                       reply=fenced(tag, reply, "the assistant's message"))  # fmt: skip
+        user = _DIRECT_TEMPLATE.format(
+            question=fenced(tag, question, "question from the user"),
+            reply=fenced(tag, reply, "the assistant's message"),
+        )
         return [{"role": "system", "content": DIRECT_RUBRIC}, {"role": "user", "content": user}]
     user = _USER_TEMPLATE.format(
         question=fenced(tag, question, "question from the user"),
@@ -276,8 +288,17 @@ class LLMJudge:
 
     name = "llm"
 
-    def __init__(self, client: ChatLike, *, max_tokens: int = 512, timeout_s: float | None = None,
-                 parse_retries: int = 0, structured_output: bool = False, max_chars: int = 4000, seed: int | None = 0):
+    def __init__(
+        self,
+        client: ChatLike,
+        *,
+        max_tokens: int = 512,
+        timeout_s: float | None = None,
+        parse_retries: int = 0,
+        structured_output: bool = False,
+        max_chars: int = 4000,
+        seed: int | None = 0,
+    ):
         self.client = client
         self.max_tokens = int(max_tokens)
         self.timeout_s = timeout_s

@@ -45,18 +45,6 @@ _HEADER_WINDOW = 64  # headers are short; matching only this window keeps splitt
 _SPECIAL_TOKENS_RE = re.compile(r"<\|(?:im_start|im_end|endoftext)\|>")
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def to_python(obj: Any) -> Any:
     """numpy arrays / scalars (parquet round trips) → plain lists / Python scalars, recursively."""
     if isinstance(obj, dict):
@@ -67,24 +55,6 @@ def to_python(obj: Any) -> Any:
     if callable(tolist) and type(obj).__module__ == "numpy":
         return to_python(tolist())
     return obj
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 @dataclass
@@ -133,8 +103,12 @@ def split_decoded_response(solution_str: str) -> Trajectory:
     if tail.strip() or not assistant:
         assistant.append(tail)
     assistant = [_SPECIAL_TOKENS_RE.sub("", a).strip() for a in assistant]
-    return Trajectory(assistant_texts=assistant, tool_responses=responses, ends_with_observation=ends_with_observation,
-                      run_sizes=tuple(len(run) for run in runs))
+    return Trajectory(
+        assistant_texts=assistant,
+        tool_responses=responses,
+        ends_with_observation=ends_with_observation,
+        run_sizes=tuple(len(run) for run in runs),
+    )
 
 
 #: the forms of gold the authors' data holds (``ground_truth.gold_format``; slca_verl.rewards.execution says what

@@ -371,7 +371,7 @@ class ChatClient:
                     f"{rep.base_url}: HTTP {status} body is not valid {charset} "
                     f"text: {_snippet(raw.decode(charset if _known(charset) else 'utf-8', 'replace'))}",
                     status,
-                ) from None  # fmt: skip
+                ) from None
             body = raw.decode("utf-8", "replace")  # an error body is only quoted in the message
 
         if status == 429:
@@ -396,8 +396,9 @@ class ChatClient:
                 "bad_response", f"{rep.base_url}: HTTP {status} body is not a chat completion: {_snippet(body)}", status
             ) from e
         if not isinstance(content, str):
-            raise ChatClientError("bad_response", f"{rep.base_url}: message.content is {type(content).__name__}",
-                                  status)
+            raise ChatClientError(
+                "bad_response", f"{rep.base_url}: message.content is {type(content).__name__}", status
+            )
         return content, choice.get("finish_reason"), data.get("usage") or {}
 
 
@@ -411,8 +412,10 @@ def read_api_key(path: str) -> str:
     except OSError as e:
         raise ValueError(f"api_key_file {path}: cannot be read ({type(e).__name__}: {e.strerror or e})") from None
     if not key or any(c.isspace() for c in key):
-        raise ValueError(f"api_key_file {path}: expected one key on one line, found "
-                         f"{'nothing' if not key else 'whitespace inside it'}")  # fmt: skip
+        raise ValueError(
+            f"api_key_file {path}: expected one key on one line, found "
+            f"{'nothing' if not key else 'whitespace inside it'}"
+        )
     return key
 
 

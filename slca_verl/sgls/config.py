@@ -72,8 +72,9 @@ class SGLSConfig:
         if self.cache_scope not in CACHE_SCOPES:
             raise ValueError(f"sgls cache_scope must be one of {CACHE_SCOPES}, got {self.cache_scope!r}")
         if self.structured_output not in STRUCTURED_OUTPUT:
-            raise ValueError(f"sgls structured_output must be one of {STRUCTURED_OUTPUT}, "
-                             f"got {self.structured_output!r}")
+            raise ValueError(
+                f"sgls structured_output must be one of {STRUCTURED_OUTPUT}, got {self.structured_output!r}"
+            )
         if self.backend == "openai" and (not self.base_urls or not self.model):
             raise ValueError("sgls backend 'openai' needs base_urls and model")
         for name in ("timeout_rate", "server_error_rate", "rate_limit_rate"):

@@ -18,9 +18,12 @@ from .config import FaultConfig
 _SERVER_ERRORS = (
     (500, "internal_server_error", "An unexpected error occurred while processing the request. Please try again."),
     (502, "bad_gateway", "The upstream server returned an invalid response. Please retry the request."),
-    (503, "service_unavailable", "The service is temporarily unavailable (overloaded or under maintenance). "
-                                 "Please retry in a few seconds."),
-)  # fmt: skip
+    (
+        503,
+        "service_unavailable",
+        "The service is temporarily unavailable (overloaded or under maintenance). Please retry in a few seconds.",
+    ),
+)
 
 
 @dataclass
@@ -52,11 +55,15 @@ class FaultInjector:
             return InjectedFault(
                 "timeout",
                 504,
-                {"error": {"code": 504, "type": "gateway_timeout",
-                           "message": "The upstream service did not respond within 30 seconds. "
-                                      "Please try again later."}},
+                {
+                    "error": {
+                        "code": 504,
+                        "type": "gateway_timeout",
+                        "message": "The upstream service did not respond within 30 seconds. Please try again later.",
+                    }
+                },
                 delay_s=c.timeout_delay_s,
-            )  # fmt: skip
+            )
         if u < c.timeout_rate + c.server_error_rate:
             code, kind, msg = _SERVER_ERRORS[int(pick * len(_SERVER_ERRORS))]
             return InjectedFault("server_error", code, {"error": {"code": code, "type": kind, "message": msg}})
@@ -64,7 +71,13 @@ class FaultInjector:
             return InjectedFault(
                 "rate_limited",
                 429,
-                {"error": {"code": 429, "type": "rate_limit_exceeded", "retry_after": wait,
-                           "message": f"Rate limit exceeded: too many requests. Retry after {wait} seconds."}},
-            )  # fmt: skip
+                {
+                    "error": {
+                        "code": 429,
+                        "type": "rate_limit_exceeded",
+                        "retry_after": wait,
+                        "message": f"Rate limit exceeded: too many requests. Retry after {wait} seconds.",
+                    }
+                },
+            )
         return None

@@ -133,8 +133,10 @@ def _string(schema: dict, rng: random.Random, hint: str) -> str:
     if fmt == "date":
         s = f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
     elif fmt == "date-time":
-        s = (f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-             f"T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z")
+        s = (
+            f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            f"T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z"
+        )
     elif fmt == "email":
         s = f"{rng.choice(_WORDS)}{rng.randint(1, 99)}@example.com"
     elif fmt in ("uri", "url"):

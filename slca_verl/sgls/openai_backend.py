@@ -51,8 +51,14 @@ class OpenAIBackend:
             unhealthy_cooldown_s=config.unhealthy_cooldown_s,
         )
         self._unconstrained: set[str] = set()  # tools whose response_format the server refused (4xx)
-        self.stats = {"structured_output_refused": 0, "llm_calls": 0, "reply_retries": 0, "invalid_json": 0,
-                      "schema_violations": 0, "repaired": 0}
+        self.stats = {
+            "structured_output_refused": 0,
+            "llm_calls": 0,
+            "reply_retries": 0,
+            "invalid_json": 0,
+            "schema_violations": 0,
+            "repaired": 0,
+        }
 
     def response_format(self, tool: NormalisedTool) -> dict | None:
         mode = self.config.structured_output
@@ -91,12 +97,17 @@ class OpenAIBackend:
                 )
             except ChatClientError as e:
                 if e.status in (401, 403):  # a wrong / missing API key is no reason to drop structured output
-                    raise SimulatorFailure(e.kind, f"{e.message} (the simulator server refused the API key: set "
-                                           "api_key_file / api_key in the SGLS config)", attempt + 1) from e
+                    raise SimulatorFailure(
+                        e.kind,
+                        f"{e.message} (the simulator server refused the API key: set "
+                        "api_key_file / api_key in the SGLS config)",
+                        attempt + 1,
+                    ) from e
                 if e.kind == "http_4xx" and fmt is not None and attempt + 1 < self.config.reply_attempts:
                     # e.g. a grammar backend that cannot compile this schema: fall back to the repair/retry path
-                    logger.warning("sgls: server refused response_format for %s (%s); retrying without it",
-                                   tool.name, e.message)  # fmt: skip
+                    logger.warning(
+                        "sgls: server refused response_format for %s (%s); retrying without it", tool.name, e.message
+                    )
                     self.stats["structured_output_refused"] += 1
                     self._unconstrained.add(tool.fingerprint)
                     fmt, problem, kind = None, e.message, e.kind

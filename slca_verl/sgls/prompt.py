@@ -62,13 +62,21 @@ def fence_tag(texts: list[str], key: str = "") -> str:
 
 #: characters a reader (or a model) skips: whitespace, zero-width and joiner characters, soft hyphen, bidi marks,
 #: variation selectors, word joiners, BOM, Hangul fillers
-_INVISIBLE = (r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
-              r"\u3164\ufe00-\ufe0f\ufeff\uffa0]*")  # fmt: skip
+_INVISIBLE = (
+    r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    r"\u3164\ufe00-\ufe0f\ufeff\uffa0]*"
+)
 #: the opening bracket (``<``, or its fullwidth / small forms) of anything shaped like a fence tag: ``data`` opened or
 #: closed, with any suffix (``<data-…``, ``</data>``, ``< / DATA >``), any case, invisible characters anywhere in it
 _FENCE_LOOKALIKE = re.compile(
-    r"[<\uff1c\ufe64](?=" + _INVISIBLE + r"/?" + _INVISIBLE + _INVISIBLE.join("data")
-    + r"(?:[-/>\ufe65\uff1e]|" + _INVISIBLE[:-1] + r"|$))",   # then a tag's next character, or any invisible one
+    r"[<\uff1c\ufe64](?="
+    + _INVISIBLE
+    + r"/?"
+    + _INVISIBLE
+    + _INVISIBLE.join("data")
+    + r"(?:[-/>\ufe65\uff1e]|"
+    + _INVISIBLE[:-1]
+    + r"|$))",  # then a tag's next character, or any invisible one
     re.IGNORECASE,
 )
 
@@ -255,7 +263,7 @@ def repair_truncated_json(text: str) -> Any | None:
                 return _loads(body + "".join(reversed(state[0])))
             except json.JSONDecodeError:
                 pass
-        trimmed = re.sub(r'(\s*,\s*|\s*:\s*)$', "", body)
+        trimmed = re.sub(r"(\s*,\s*|\s*:\s*)$", "", body)
         if trimmed == body:
             trimmed = re.sub(r'("(?:[^"\\]|\\.)*"|[^,\[\]{}:\s"]+)\s*$', "", body)
         if trimmed == body or not trimmed:

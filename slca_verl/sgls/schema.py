@@ -196,9 +196,12 @@ def _bounded_additional_properties(validator, ap, instance, schema):
 
 BoundedValidator = validators.extend(
     Draft202012Validator,
-    {"pattern": _bounded_pattern, "patternProperties": _bounded_pattern_properties,
-     "additionalProperties": _bounded_additional_properties},
-)  # fmt: skip
+    {
+        "pattern": _bounded_pattern,
+        "patternProperties": _bounded_pattern_properties,
+        "additionalProperties": _bounded_additional_properties,
+    },
+)
 
 
 class SchemaUnusable(ValueError):
@@ -255,8 +258,10 @@ def _localise_refs(schema: dict, holders: list[dict], what: str) -> dict:
         copied = False
         for ref in _refs(schema):
             if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
-                raise SchemaUnusable(f"{what}: $ref {_short(ref)} is not a local '#/...' reference "
-                                     "(remote and anchor references are not fetched)")  # fmt: skip
+                raise SchemaUnusable(
+                    f"{what}: $ref {_short(ref)} is not a local '#/...' reference "
+                    "(remote and anchor references are not fetched)"
+                )
             parts = [_unescape_pointer(p) for p in ref[2:].split("/")] if ref != "#" else []
             if parts and parts[0] not in schema:
                 block = next((h[parts[0]] for h in holders if isinstance(h.get(parts[0]), dict)), None)
@@ -286,8 +291,9 @@ def _checked(
     try:
         BoundedValidator.check_schema(schema)
     except jsonschema.SchemaError as e:
-        logger.warning("sgls schema: %s is not valid JSON Schema after normalisation (%s); accepting any object",
-                       what, e.message)  # fmt: skip
+        logger.warning(
+            "sgls schema: %s is not valid JSON Schema after normalisation (%s); accepting any object", what, e.message
+        )
         schema = {"type": "object"}
     except RecursionError as e:
         raise SchemaUnusable(f"{what}: nested too deeply to check") from e
@@ -346,8 +352,13 @@ def normalise_tool(raw: dict, *, forbid_extra_arguments: bool = False) -> Normal
     except RecursionError:
         problem = "it is nested too deeply to use"
     logger.warning("sgls schema: tool %r is unusable: %s", name, problem)
-    return NormalisedTool(name=name, description=description[:2000], parameters={"type": "object"},
-                          fingerprint=fingerprint([name, problem]), problem=problem)  # fmt: skip
+    return NormalisedTool(
+        name=name,
+        description=description[:2000],
+        parameters={"type": "object"},
+        fingerprint=fingerprint([name, problem]),
+        problem=problem,
+    )
 
 
 def _normalise_named_tool(raw: dict, fn: dict, name: str, description: str, forbid_extra: bool) -> NormalisedTool:
@@ -366,8 +377,7 @@ def _normalise_named_tool(raw: dict, fn: dict, name: str, description: str, forb
         if response_schema is not None:
             break
     if response_schema is not None:
-        response_schema, response_validator = _checked(response_schema, f"response schema of {name!r}",
-                                                       holders=holders)  # fmt: skip
+        response_schema, response_validator = _checked(response_schema, f"response schema of {name!r}", holders=holders)
     return NormalisedTool(
         name=name,
         description=description,
@@ -410,8 +420,9 @@ def load_tool(raw: dict | str, *, forbid_extra_arguments: bool = False) -> Norma
     key = (canonical_json(raw) if not isinstance(raw, str) else raw, forbid_extra_arguments)
     hit = _TOOL_CACHE.get(key)
     if hit is None:
-        hit = normalise_tool(copy.deepcopy(raw) if isinstance(raw, dict) else raw,
-                             forbid_extra_arguments=forbid_extra_arguments)  # fmt: skip
+        hit = normalise_tool(
+            copy.deepcopy(raw) if isinstance(raw, dict) else raw, forbid_extra_arguments=forbid_extra_arguments
+        )
         _TOOL_CACHE.put(key, hit)
     return hit
 
@@ -458,20 +469,28 @@ def _describe(err: jsonschema.ValidationError, schema: dict) -> dict:
         want = err.validator_value
         want = " or ".join(want) if isinstance(want, list) else want
         got = _json_type(err.instance)
-        return {"param": where, "problem": "wrong_type",
-                "message": f"parameter '{where}' must be of type {want}, got {got} {_short(err.instance)}"}  # fmt: skip
+        return {
+            "param": where,
+            "problem": "wrong_type",
+            "message": f"parameter '{where}' must be of type {want}, got {got} {_short(err.instance)}",
+        }
     if v == "enum":
-        return {"param": where, "problem": "not_in_enum",
-                "message": f"parameter '{where}' must be one of {_short(err.validator_value, 300)}, "
-                           f"got {_short(err.instance)}"}  # fmt: skip
+        return {
+            "param": where,
+            "problem": "not_in_enum",
+            "message": f"parameter '{where}' must be one of {_short(err.validator_value, 300)}, "
+            f"got {_short(err.instance)}",
+        }
     if v == "additionalProperties":
         props = (err.schema or {}).get("properties", {})
         extra = sorted(k for k in err.instance if k not in props) if isinstance(err.instance, dict) else []
         scope = f" in '{where}'" if where else ""
         accepted = ", ".join(sorted(props)) or "none"
-        return {"param": ", ".join(extra), "problem": "unknown_parameter",
-                "message": f"unknown parameter(s) {', '.join(repr(e) for e in extra)}{scope}; "
-                           f"accepted: {accepted}"}  # fmt: skip
+        return {
+            "param": ", ".join(extra),
+            "problem": "unknown_parameter",
+            "message": f"unknown parameter(s) {', '.join(repr(e) for e in extra)}{scope}; accepted: {accepted}",
+        }
     return {"param": where, "problem": v, "message": f"parameter '{where or '<root>'}': {err.message[:300]}"}
 
 
@@ -504,13 +523,19 @@ def validate_arguments(tool: NormalisedTool, arguments: Any) -> CallRejection | 
     if tool.problem:
         return schema_rejection(tool.name, tool.problem)
     if not isinstance(arguments, dict):
-        return CallRejection(400, "invalid_request_error",
-                             f"arguments of '{tool.name}' must be a JSON object, "
-                             f"got {_json_type(arguments)}")  # fmt: skip
+        return CallRejection(
+            400,
+            "invalid_request_error",
+            f"arguments of '{tool.name}' must be a JSON object, got {_json_type(arguments)}",
+        )
     problem = json_problem(arguments)
     if problem is not None:
-        return CallRejection(400, "invalid_request_error", f"invalid arguments for '{tool.name}': {problem}",
-                             [{"param": "", "problem": "not_json", "message": problem}])  # fmt: skip
+        return CallRejection(
+            400,
+            "invalid_request_error",
+            f"invalid arguments for '{tool.name}': {problem}",
+            [{"param": "", "problem": "not_json", "message": problem}],
+        )
     try:
         errors = schema_errors(tool.validator, arguments)
     except SchemaUnusable as e:
@@ -526,8 +551,13 @@ def validate_arguments(tool: NormalisedTool, arguments: Any) -> CallRejection | 
                 param = f"{where}.{r}" if where else str(r)
                 if r not in e.instance and (param, "missing_required") not in seen:
                     seen.add((param, "missing_required"))
-                    details.append({"param": param, "problem": "missing_required",
-                                    "message": f"missing required parameter '{param}'"})  # fmt: skip
+                    details.append(
+                        {
+                            "param": param,
+                            "problem": "missing_required",
+                            "message": f"missing required parameter '{param}'",
+                        }
+                    )
             continue
         d = _describe(e, tool.parameters)
         if (d["param"], d["problem"]) not in seen:
@@ -540,8 +570,9 @@ def validate_arguments(tool: NormalisedTool, arguments: Any) -> CallRejection | 
 
 def schema_rejection(name: str, problem: str) -> CallRejection:
     """The answer to every call of a tool whose schema is unusable: a 500 naming why (not the policy's fault)."""
-    return CallRejection(500, "tool_schema_error", f"the schema of tool '{name}' is unusable: {problem}",
-                         status="simulator_error")  # fmt: skip
+    return CallRejection(
+        500, "tool_schema_error", f"the schema of tool '{name}' is unusable: {problem}", status="simulator_error"
+    )
 
 
 class ToolSet:
@@ -584,8 +615,9 @@ class ToolSet:
     def validate(self, name: Any, arguments: Any) -> CallRejection | None:
         """None when the call is acceptable, else the rejection a real API server would send."""
         if not isinstance(name, str):
-            return CallRejection(400, "invalid_request_error",
-                                 f"the tool name must be a string, got {_json_type(name)}")
+            return CallRejection(
+                400, "invalid_request_error", f"the tool name must be a string, got {_json_type(name)}"
+            )
         tool = self.tools.get(name)
         if tool is None:
             available = ", ".join(sorted(self.tools)) or "none"

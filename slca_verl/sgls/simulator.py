@@ -110,10 +110,19 @@ class Simulator:
         self._lock = threading.Lock()
         self._warned_scope = False
         self._counts = {
-            "calls": 0, "ok": 0, "cache_hits": 0, "cache_coalesced": 0, "cache_misses": 0,
-            "validation_rejections": 0, "simulator_errors": 0, "backend_failures": 0, "injected_faults": 0,
-            "backend_calls": 0, "llm_retries": 0, "repaired": 0,
-        }  # fmt: skip
+            "calls": 0,
+            "ok": 0,
+            "cache_hits": 0,
+            "cache_coalesced": 0,
+            "cache_misses": 0,
+            "validation_rejections": 0,
+            "simulator_errors": 0,
+            "backend_failures": 0,
+            "injected_faults": 0,
+            "backend_calls": 0,
+            "llm_retries": 0,
+            "repaired": 0,
+        }
         self._latency: deque[float] = deque(maxlen=50000)
         self._backend_latency: deque[float] = deque(maxlen=50000)
 
@@ -139,8 +148,12 @@ class Simulator:
         if not isinstance(tool_schemas, (str, list, tuple)):  # reported by ToolSet (calls say why), not cached
             return ToolSet.from_schemas(tool_schemas)
         try:
-            key = tool_schemas if isinstance(tool_schemas, str) else canonical_json(
-                [t.model_dump(exclude_none=True) if hasattr(t, "model_dump") else t for t in tool_schemas]
+            key = (
+                tool_schemas
+                if isinstance(tool_schemas, str)
+                else canonical_json(
+                    [t.model_dump(exclude_none=True) if hasattr(t, "model_dump") else t for t in tool_schemas]
+                )
             )
         except (TypeError, ValueError, RecursionError):  # unkeyable (absurd nesting, odd keys): built, not memoised
             return ToolSet.from_schemas(tool_schemas, forbid_extra_arguments=self.config.forbid_extra_arguments)
@@ -180,9 +193,14 @@ class Simulator:
         rejection = tools.validate(name, arguments)
         if rejection is not None:
             self._count("validation_rejections" if rejection.status == "validation_error" else "simulator_errors")
-            return self._done(t0, SimResult(rejection.text(), rejection.status,
-                                            {"status_code": rejection.status_code, "cached": None,
-                                             "error_kind": rejection.error_type}))  # fmt: skip
+            return self._done(
+                t0,
+                SimResult(
+                    rejection.text(),
+                    rejection.status,
+                    {"status_code": rejection.status_code, "cached": None, "error_kind": rejection.error_type},
+                ),
+            )
         tool = tools.get(name)
 
         fault = self.faults.draw()
@@ -190,9 +208,14 @@ class Simulator:
             self._count("injected_faults")
             if fault.delay_s > 0:
                 await asyncio.sleep(fault.delay_s)
-            return self._done(t0, SimResult(fault.text(), "simulator_error",
-                                            {"status_code": fault.status_code, "cached": None, "injected": True,
-                                             "error_kind": fault.kind}))  # fmt: skip
+            return self._done(
+                t0,
+                SimResult(
+                    fault.text(),
+                    "simulator_error",
+                    {"status_code": fault.status_code, "cached": None, "injected": True, "error_kind": fault.kind},
+                ),
+            )
 
         scope_id = self._scope(scope)
 
@@ -273,8 +296,11 @@ class Simulator:
         if not scope:
             if not self._warned_scope:
                 self._warned_scope = True
-                logger.warning("sgls: cache_scope=%s but the call gave no scope key; identical calls will not be "
-                               "shared (pass group_id / step to create(), or scope= to call())", mode)  # fmt: skip
+                logger.warning(
+                    "sgls: cache_scope=%s but the call gave no scope key; identical calls will not be "
+                    "shared (pass group_id / step to create(), or scope= to call())",
+                    mode,
+                )
             return None
         return f"{mode}:{scope}"
 

@@ -103,8 +103,9 @@ class SGLSTool(BaseTool):
         if request_id is not None:
             with self._lock:
                 context += self._histories.get(request_id, [])
-        res = await self.call(name, parameters, tool_schemas=state["tool_schemas"], scope=state["scope"],
-                              context=context)
+        res = await self.call(
+            name, parameters, tool_schemas=state["tool_schemas"], scope=state["scope"], context=context
+        )
         if request_id is not None:
             with self._lock:
                 hist = self._histories.setdefault(request_id, [])

@@ -57,16 +57,22 @@ def _minimax(name: str, args: dict) -> str:
 
 
 def _kimi(name: str, args: dict) -> str:
-    return ("<|tool_calls_section_begin|><|tool_call_begin|>functions." + name + ":0<|tool_call_argument_begin|>"
-            + json.dumps(args, ensure_ascii=False) + "<|tool_call_end|><|tool_calls_section_end|>")  # fmt: skip
+    return (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions."
+        + name
+        + ":0<|tool_call_argument_begin|>"
+        + json.dumps(args, ensure_ascii=False)
+        + "<|tool_call_end|><|tool_calls_section_end|>"
+    )
 
 
 def _deepseek_v4(name: str, args: dict) -> str:
     d = "｜DSML｜"
     params = "".join(
         f'<{d}parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">{_raw_or_json(v)}'
-        f"</{d}parameter>\n" for k, v in args.items()
-    )  # fmt: skip
+        f"</{d}parameter>\n"
+        for k, v in args.items()
+    )
     return f'<{d}tool_calls>\n<{d}invoke name="{name}">\n{params}</{d}invoke>\n</{d}tool_calls>'
 
 
@@ -80,8 +86,11 @@ def _gemma4(name: str, args: dict) -> str:
 
 
 def _gpt_oss(name: str, args: dict) -> str:
-    return (f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
-            + json.dumps(args, ensure_ascii=False) + "<|call|>")  # fmt: skip
+    return (
+        f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+        + json.dumps(args, ensure_ascii=False)
+        + "<|call|>"
+    )
 
 
 @dataclass(frozen=True)
@@ -104,19 +113,37 @@ class FormatSpec:
     joiner: str = "\n"
 
 
-SPECS: dict[str, FormatSpec] = {s.name: s for s in (
-    FormatSpec("hermes", hermes.OPEN_TAG, hermes.CLOSE_TAG, (hermes.OPEN_TAG, hermes.CLOSE_TAG), hermes.render_call),
-    FormatSpec("qwen3_coder", "<function=", "</function>", ("<tool_call>", "</tool_call>", "<function="), _qwen3_coder),
-    FormatSpec("glm", "<tool_call>", "</tool_call>", ("<tool_call>", "</tool_call>"), _glm),
-    FormatSpec("seed", "<seed:tool_call>", "</seed:tool_call>", ("<seed:tool_call>", "</seed:tool_call>"), _seed),
-    FormatSpec("minimax", "<invoke name=", "</invoke>", ("<minimax:tool_call>", "<invoke name="), _minimax),
-    FormatSpec("kimi", "<|tool_call_begin|>", "<|tool_call_end|>",
-               ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"), _kimi, joiner=""),
-    FormatSpec("deepseek_v4", "<｜DSML｜invoke name=", "</｜DSML｜invoke>", ("<｜DSML｜tool_calls>", "<｜DSML｜invoke"),
-               _deepseek_v4),
-    FormatSpec("gemma4", "<|tool_call>", "<tool_call|>", ("<|tool_call>", "<tool_call|>"), _gemma4, joiner=""),
-    FormatSpec("gpt-oss", " to=functions.", "<|call|>", (" to=functions.", "<|call|>"), _gpt_oss, joiner=""),
-)}  # fmt: skip
+SPECS: dict[str, FormatSpec] = {
+    s.name: s
+    for s in (
+        FormatSpec(
+            "hermes", hermes.OPEN_TAG, hermes.CLOSE_TAG, (hermes.OPEN_TAG, hermes.CLOSE_TAG), hermes.render_call
+        ),
+        FormatSpec(
+            "qwen3_coder", "<function=", "</function>", ("<tool_call>", "</tool_call>", "<function="), _qwen3_coder
+        ),
+        FormatSpec("glm", "<tool_call>", "</tool_call>", ("<tool_call>", "</tool_call>"), _glm),
+        FormatSpec("seed", "<seed:tool_call>", "</seed:tool_call>", ("<seed:tool_call>", "</seed:tool_call>"), _seed),
+        FormatSpec("minimax", "<invoke name=", "</invoke>", ("<minimax:tool_call>", "<invoke name="), _minimax),
+        FormatSpec(
+            "kimi",
+            "<|tool_call_begin|>",
+            "<|tool_call_end|>",
+            ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"),
+            _kimi,
+            joiner="",
+        ),
+        FormatSpec(
+            "deepseek_v4",
+            "<｜DSML｜invoke name=",
+            "</｜DSML｜invoke>",
+            ("<｜DSML｜tool_calls>", "<｜DSML｜invoke"),
+            _deepseek_v4,
+        ),
+        FormatSpec("gemma4", "<|tool_call>", "<tool_call|>", ("<|tool_call>", "<tool_call|>"), _gemma4, joiner=""),
+        FormatSpec("gpt-oss", " to=functions.", "<|call|>", (" to=functions.", "<|call|>"), _gpt_oss, joiner=""),
+    )
+}
 #: verl's hermes under this project's reader; the agent loop registers it in verl's registry too
 SPECS["slca_hermes"] = SPECS["hermes"]
 
@@ -154,10 +181,22 @@ def openai_tools(tools: Iterable[Any] | None) -> list | None:
             continue
         params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
         try:
-            out.append(OpenAIFunctionToolSchema.model_validate({"type": "function", "function": {
-                "name": fn["name"], "description": str(fn.get("description") or ""),
-                "parameters": {"type": "object", "properties": params.get("properties") or {},
-                               "required": params.get("required") or []}}}))  # fmt: skip
+            out.append(
+                OpenAIFunctionToolSchema.model_validate(
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": fn["name"],
+                            "description": str(fn.get("description") or ""),
+                            "parameters": {
+                                "type": "object",
+                                "properties": params.get("properties") or {},
+                                "required": params.get("required") or [],
+                            },
+                        },
+                    }
+                )
+            )
         except Exception:  # pydantic's ValidationError and friends: that schema is not usable for type hints
             continue
     return out or None
@@ -179,8 +218,14 @@ class ToolCallFormat:
         """The calls of one step (``{"name", "arguments"}``, arguments default ``{}``) as the format writes them."""
         return self.spec.joiner.join(self.spec.render_one(c["name"], c.get("arguments", {})) for c in calls)
 
-    async def parse(self, text: str, *, tools: Iterable[Any] | None = None, allowed: set[str] | None = None,
-                    accept_string_arguments: bool = True) -> ParsedCalls:  # fmt: skip
+    async def parse(
+        self,
+        text: str,
+        *,
+        tools: Iterable[Any] | None = None,
+        allowed: set[str] | None = None,
+        accept_string_arguments: bool = True,
+    ) -> ParsedCalls:
         """The turn's calls (``<think>`` stripped): valid ones in ``blocks`` (one call per block), a reason per call
         that cannot be read in ``errors``; ``open_tags`` / ``close_tags`` count the call markers. Never raises."""
         visible = strip_think(text)
@@ -207,8 +252,9 @@ class ToolCallFormat:
                 arguments = json.loads(fc.arguments) if isinstance(fc.arguments, str) else fc.arguments
             except (ValueError, RecursionError):
                 arguments = fc.arguments  # read_call names what it is
-            call, err = read_call({"name": fc.name, "arguments": arguments},
-                                  accept_string_arguments=accept_string_arguments)  # fmt: skip
+            call, err = read_call(
+                {"name": fc.name, "arguments": arguments}, accept_string_arguments=accept_string_arguments
+            )
             if not err and allowed is not None and call.name not in allowed:
                 err = f"unknown tool {call.name[:64]!r}"
             (out.errors.append(err) if err else out.blocks.append([call]))
@@ -251,6 +297,8 @@ def get_format(name: str) -> ToolCallFormat:
         ValueError: ``name`` is not a format verl 0.9.1 registers (the start-up error naming the key).
     """
     if name not in SPECS:
-        raise ValueError(f"actor_rollout_ref.rollout.multi_turn.format={name!r} is not a tool-call format slca-verl "
-                         f"reads; known: {sorted(SPECS)}")  # fmt: skip
+        raise ValueError(
+            f"actor_rollout_ref.rollout.multi_turn.format={name!r} is not a tool-call format slca-verl "
+            f"reads; known: {sorted(SPECS)}"
+        )
     return ToolCallFormat(SPECS[name])

@@ -171,9 +171,11 @@ def parse_turn_calls(
     its own, blocks never spanning two turns), merged in order. What the loop executed is what HierR scores: a
     ``<tool_call>`` opened in one turn and closed in the next is two broken blocks, never one call."""
     return merge_turns(
-        [parse_tool_calls(strip_think(t), allowed_tools, accept_string_arguments=accept_string_arguments)
-         for t in assistant_texts]
-    )  # fmt: skip
+        [
+            parse_tool_calls(strip_think(t), allowed_tools, accept_string_arguments=accept_string_arguments)
+            for t in assistant_texts
+        ]
+    )
 
 
 def merge_turns(turns: list[ParsedCalls], steps: bool = False) -> ParsedCalls:
@@ -197,8 +199,10 @@ def read_blocks(
     """``(start, end, calls, error)`` of each ``<tool_call>`` block of ``text``, in order: its calls and "", or no
     call and the reason, worded for the policy (the agent loop sends it back as the tool response). The one block
     reader behind :func:`parse_tool_calls` (HierR) and the agent loop's parser."""
-    return [(start, end, *_parse_block(body, allowed_tools, accept_string_arguments))
-            for start, end, body in find_blocks(text, OPEN_TAG, CLOSE_TAG)]  # fmt: skip
+    return [
+        (start, end, *_parse_block(body, allowed_tools, accept_string_arguments))
+        for start, end, body in find_blocks(text, OPEN_TAG, CLOSE_TAG)
+    ]
 
 
 def _parse_block(body: str, allowed: set[str] | None, accept_string_arguments: bool) -> tuple[list[ToolCall], str]:

@@ -65,8 +65,11 @@ def is_integer_too_long(exc: BaseException) -> bool:
 def integer_too_long(what: str) -> RecordError:
     """The ``integer_too_long`` rejection for ``what`` (e.g. "xlam answers", "gold_tool_calls")."""
     limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
-    return RecordError("integer_too_long", f"{what} holds an integer of more than {limit} digits, past Python's "
-                                           "int-string limit (sys.get_int_max_str_digits), so it cannot be read")
+    return RecordError(
+        "integer_too_long",
+        f"{what} holds an integer of more than {limit} digits, past Python's "
+        "int-string limit (sys.get_int_max_str_digits), so it cannot be read",
+    )
 
 
 def nesting_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:

@@ -57,15 +57,35 @@ __all__ = [
 
 #: python / BFCL / ToolACE / Java / JavaScript type names -> JSON Schema type
 TYPE_NAMES = {
-    **dict.fromkeys(("str", "string", "text", "char", "character", "bytes", "datetime", "date", "time", "timestamp",
-                     "uuid", "url", "uri", "path", "email", "callable", "function"), "string"),
+    **dict.fromkeys(
+        (
+            "str",
+            "string",
+            "text",
+            "char",
+            "character",
+            "bytes",
+            "datetime",
+            "date",
+            "time",
+            "timestamp",
+            "uuid",
+            "url",
+            "uri",
+            "path",
+            "email",
+            "callable",
+            "function",
+        ),
+        "string",
+    ),
     **dict.fromkeys(("int", "integer", "long", "short", "byte"), "integer"),
     **dict.fromkeys(("float", "double", "number", "decimal", "bigdecimal"), "number"),
     **dict.fromkeys(("bool", "boolean"), "boolean"),
     **dict.fromkeys(("list", "array", "arraylist", "sequence", "iterable", "tuple", "set"), "array"),
     **dict.fromkeys(("dict", "object", "map", "hashmap", "mapping"), "object"),
     **dict.fromkeys(("none", "null", "nonetype"), "null"),
-}  # fmt: skip
+}
 #: names that allow any value
 ANY_NAMES = {"any", "object_any", "object?", "*", ""}
 JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
@@ -318,8 +338,9 @@ def normalise_schema(node: Any, *, strict: bool = False, path: str = "parameters
         if isinstance(t, str) and t in JSON_TYPES:
             out["type"] = t
         elif isinstance(t, (str, list)) and all(isinstance(x, str) for x in (t if isinstance(t, list) else [t])):
-            fragment, opt = (type_string_to_schema(t, strict=strict) if isinstance(t, str)
-                             else _union_of_names(t, strict))  # fmt: skip
+            fragment, opt = (
+                type_string_to_schema(t, strict=strict) if isinstance(t, str) else _union_of_names(t, strict)
+            )
             optional = optional or opt
             for k, v in fragment.items():  # the string's own structure counts only where the node says nothing
                 if k == "type" or k not in out:
@@ -328,8 +349,9 @@ def normalise_schema(node: Any, *, strict: bool = False, path: str = "parameters
             _invalid(strict, f"type of {path} must be a string, got {type(t).__name__}")
     if "required" in out:
         required = out["required"]
-        if not (isinstance(required, dict) or (isinstance(required, list)
-                                               and all(isinstance(r, str) for r in required))):  # fmt: skip
+        if not (
+            isinstance(required, dict) or (isinstance(required, list) and all(isinstance(r, str) for r in required))
+        ):
             _invalid(strict, f"{path}.required is not a list of names")
         out["required"] = _required_names(required)
     if isinstance(out.get("properties"), dict):
@@ -351,8 +373,7 @@ def normalise_schema(node: Any, *, strict: bool = False, path: str = "parameters
             out[key] = normalise_schema(out[key], strict=strict, path=f"{path}.{key}")[0]
     for key in _DEFS_KEYS:
         if isinstance(out.get(key), dict):
-            out[key] = {k: normalise_schema(v, strict=strict, path=f"{path}.{key}.{k}")[0]
-                        for k, v in out[key].items()}  # fmt: skip
+            out[key] = {k: normalise_schema(v, strict=strict, path=f"{path}.{key}.{k}")[0] for k, v in out[key].items()}
     if isinstance(out.get("items"), list):  # the draft-4 tuple form
         out["prefixItems"] = out.pop("items")
     for key in _LIST_KEYS:

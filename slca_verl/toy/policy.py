@@ -34,8 +34,9 @@ class TinyPolicy(nn.Module):
             V, S = len(T.EXT_VOCAB if abstain else T.VOCAB), T.PROMPT_LEN + T.RESPONSE_LEN
             self.tok = nn.Embedding(V, d_model)
             self.pos = nn.Embedding(S, d_model)
-            layer = nn.TransformerEncoderLayer(d_model, n_heads, 4 * d_model, dropout=0.0, batch_first=True,
-                                               norm_first=True)
+            layer = nn.TransformerEncoderLayer(
+                d_model, n_heads, 4 * d_model, dropout=0.0, batch_first=True, norm_first=True
+            )
             self.blocks = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
             self.norm = nn.LayerNorm(d_model)
             self.head = nn.Linear(d_model, V)
@@ -59,8 +60,13 @@ class TinyPolicy(nn.Module):
         return out.masked_fill(~self.allowed, float("-inf"))
 
     @torch.no_grad()
-    def sample(self, prompts: torch.Tensor, greedy: bool = False, generator: torch.Generator | None = None,
-               stop: int = T.RESPONSE_LEN):
+    def sample(
+        self,
+        prompts: torch.Tensor,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+        stop: int = T.RESPONSE_LEN,
+    ):
         """Generate response slots until slot ``stop`` (exclusive). ``prompts`` (B, P + k) may already hold the
         first k response slots (an agent loop's second turn continues after the tool response).
 

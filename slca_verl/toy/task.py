@@ -47,9 +47,13 @@ REFERENCE_SEED = 1234  # fixes the reference replies; part of the task, not of a
 
 # vocabulary: specials, prompt words, tool names, argument values, summary words
 SPECIALS = ("<pad>", "<bos>", "<obs>")
-VOCAB = SPECIALS + tuple(f"q:{w}" for w in INTENTS + CITIES) + tuple(f"tool:{t}" for t in TOOL_NAMES) + tuple(
-    f"arg:{c}" for c in CITIES
-) + tuple(f"say:{w}" for w in SUMMARY_WORDS)
+VOCAB = (
+    SPECIALS
+    + tuple(f"q:{w}" for w in INTENTS + CITIES)
+    + tuple(f"tool:{t}" for t in TOOL_NAMES)
+    + tuple(f"arg:{c}" for c in CITIES)
+    + tuple(f"say:{w}" for w in SUMMARY_WORDS)
+)
 TOK = {t: i for i, t in enumerate(VOCAB)}
 BOS, OBS = TOK["<bos>"], TOK["<obs>"]
 INTENT_IDS = [TOK[f"q:{w}"] for w in INTENTS]
@@ -123,10 +127,13 @@ class Task:
     def xlam_record(self) -> dict:
         """The same task as an xLAM-function-calling-60k record (input of ``data_prep.xlam``)."""
         tools = [
-            {"name": s["function"]["name"], "description": s["function"]["description"],
-             "parameters": {"city": {"type": "str", "description": "city name, lower case"}}}
+            {
+                "name": s["function"]["name"],
+                "description": s["function"]["description"],
+                "parameters": {"city": {"type": "str", "description": "city name, lower case"}},
+            }
             for s in tool_schemas()
-        ]  # fmt: skip
+        ]
         answers = [{"name": TOOL_NAMES[self.intent], "arguments": {"city": CITIES[self.city]}}]
         return {"query": self.question, "tools": json.dumps(tools), "answers": json.dumps(answers)}
 
@@ -189,8 +196,13 @@ class NoisyReferenceJudge:
 
     name = "noisy_reference"
 
-    def __init__(self, references: dict[str, tuple[str, ...]], noise: float = 0.0, call_correct: bool = True,
-                 grounding: float = 0.0):
+    def __init__(
+        self,
+        references: dict[str, tuple[str, ...]],
+        noise: float = 0.0,
+        call_correct: bool = True,
+        grounding: float = 0.0,
+    ):
         self.references = references
         self.noise = noise
         self.call_correct = call_correct
@@ -250,8 +262,12 @@ class ChatTask:
         return [BOS, CHAT_INTENT_IDS[self.intent], CITY_IDS[self.city]]
 
     def ground_truth(self) -> dict:
-        return {"allowed_tools": list(TOOL_NAMES), "gold_tool_calls": [], "question_content": self.question,
-                "subset_name": "irrelevant"}  # fmt: skip
+        return {
+            "allowed_tools": list(TOOL_NAMES),
+            "gold_tool_calls": [],
+            "question_content": self.question,
+            "subset_name": "irrelevant",
+        }
 
 
 CHAT_TASKS = [ChatTask(i, c) for i in range(len(CHAT_INTENTS)) for c in range(len(CITIES))]

@@ -23,8 +23,14 @@ ENTRIES = ("multi_turn_base_0", "multi_turn_miss_func_0")
 def bfcl_data(bfcl_python) -> Path:
     """The data folder of the bfcl-eval that will score (its own venv's copy)."""
     code = "import bfcl_eval, os; print(os.path.dirname(bfcl_eval.__file__))"
-    out = subproc.run([bfcl_python, "-c", code], capture_output=True, text=True, check=True, timeout=120,
-                         env={**os.environ, "BFCL_PROJECT_ROOT": "/tmp"})  # fmt: skip
+    out = subproc.run(
+        [bfcl_python, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "BFCL_PROJECT_ROOT": "/tmp"},
+    )
     return Path(out.stdout.strip().splitlines()[-1]) / "data"
 
 
@@ -70,8 +76,17 @@ def write_gold_results(data: Path, out_dir: Path, corrupt: bool = False) -> None
 
 
 def evaluate(bfcl_python: str, out_dir: Path) -> dict:
-    code = bfcl_leaderboard.main(["--skip_generate", "--categories", "multi_turn_base,multi_turn_miss_func",
-                                  "--bfcl_python", bfcl_python, "--out_dir", str(out_dir)])  # fmt: skip
+    code = bfcl_leaderboard.main(
+        [
+            "--skip_generate",
+            "--categories",
+            "multi_turn_base,multi_turn_miss_func",
+            "--bfcl_python",
+            bfcl_python,
+            "--out_dir",
+            str(out_dir),
+        ]
+    )
     assert code == 0
     return json.loads((out_dir / "bfcl_leaderboard.json").read_text())
 

@@ -35,10 +35,21 @@ def checkpoint(tmp_path_factory, vllm):
 
 
 def run_eval(script: str, ckpt: str, out_dir: str, **env) -> subprocess.CompletedProcess:
-    env = {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "DEVICE": "cpu", "OUT_DIR": out_dir,
-           "PORT": str(free_port()), **env}  # fmt: skip
-    return subproc.run(["bash", os.path.join(REPO, "recipes", script), ckpt], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1500)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"},
+        "DEVICE": "cpu",
+        "OUT_DIR": out_dir,
+        "PORT": str(free_port()),
+        **env,
+    }
+    return subproc.run(
+        ["bash", os.path.join(REPO, "recipes", script), ckpt],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
 
 
 def test_eval_in_domain_scores_the_trained_checkpoint_with_verls_validation(checkpoint, tmp_path):
@@ -55,8 +66,9 @@ def test_eval_in_domain_scores_the_trained_checkpoint_with_verls_validation(chec
 def test_eval_bfcl_runs_bfcl_eval_on_every_offline_category_of_the_served_checkpoint(checkpoint, tmp_path, bfcl_python):
     """bfcl-eval's own generate (its multi-turn loop and executable backends included) and evaluate, one entry of
     each offline category, against the merged checkpoint on vLLM's CPU server."""
-    proc = run_eval("eval_bfcl.sh", checkpoint, str(tmp_path), LIMIT="1", MAX_TOKENS="64", BFCL_PYTHON=bfcl_python,
-                    LABEL="tiny")  # fmt: skip
+    proc = run_eval(
+        "eval_bfcl.sh", checkpoint, str(tmp_path), LIMIT="1", MAX_TOKENS="64", BFCL_PYTHON=bfcl_python, LABEL="tiny"
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     # verl's model_merger wrote the HF model, the export widened it for vLLM's CPU attention
     merged = os.path.join(checkpoint, "actor", "merged_hf")
@@ -78,9 +90,20 @@ def test_eval_bfcl_runs_bfcl_eval_on_every_offline_category_of_the_served_checkp
 @pytest.mark.skipif(tau2_bin() is None, reason="tau^2-bench not installed: bash scripts/tau2_setup.sh")
 def test_eval_tau2_runs_the_mock_domain_with_the_checkpoint_as_agent(checkpoint, tmp_path, vllm):
     url, model = vllm
-    proc = run_eval("eval_tau2.sh", checkpoint, str(tmp_path), DOMAINS="mock", NUM_TRIALS="1", KS="1",
-                    TASK_IDS="create_task_1", MAX_STEPS="10", MAX_TOKENS="128", USER_BASE_URL=url, USER_MODEL=model,
-                    TAU2_BIN=tau2_bin())
+    proc = run_eval(
+        "eval_tau2.sh",
+        checkpoint,
+        str(tmp_path),
+        DOMAINS="mock",
+        NUM_TRIALS="1",
+        KS="1",
+        TASK_IDS="create_task_1",
+        MAX_STEPS="10",
+        MAX_TOKENS="128",
+        USER_BASE_URL=url,
+        USER_MODEL=model,
+        TAU2_BIN=tau2_bin(),
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     result = json.loads((tmp_path / "tau2.json").read_text())
     assert result["domains"]["mock"]["n_simulations"] == 1 and result["domains"]["mock"]["n_failed"] in (0, 1)

@@ -15,8 +15,11 @@ import pytest
 from slca_verl.rewards import LLMJudge, compute_score, score_trajectory
 from slca_verl.sgls.client import ChatClient
 
-GT = {"allowed_tools": ["weather"], "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
-      "question_content": "Weather in Paris?"}
+GT = {
+    "allowed_tools": ["weather"],
+    "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "Paris"}}]],
+    "question_content": "Weather in Paris?",
+}
 CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>'
 
 
@@ -30,9 +33,9 @@ def test_garbage_from_a_random_model_becomes_ratings_or_counted_failures(vllm):
     async def main():
         client = ChatClient(base, model, timeout_s=60, max_retries=1, max_concurrency=8)
         judge = LLMJudge(client, max_tokens=48)
-        rows = await asyncio.gather(*[
-            score_trajectory([CALL, r], ['{"temp_c": 21, "sky": "sunny"}'], GT, judge=judge) for r in replies(8)
-        ])
+        rows = await asyncio.gather(
+            *[score_trajectory([CALL, r], ['{"temp_c": 21, "sky": "sunny"}'], GT, judge=judge) for r in replies(8)]
+        )
         await client.aclose()
         return rows, judge.metrics()
 
@@ -67,7 +70,18 @@ def test_structured_output_on_vllm_is_parsed_or_counted(vllm):
 def test_compute_score_reaches_the_server_through_reward_kwargs(vllm):
     base, model = vllm
     decoded = CALL + '\nuser\n<tool_response>\n{"temp_c": 21}\n</tool_response>\nassistant\n' + replies(1)[0]
-    out = asyncio.run(compute_score("toucan", decoded, GT, {}, judge="llm", judge_base_urls=[base],
-                                    judge_model=model, judge_max_tokens=32, judge_timeout_s=60))
+    out = asyncio.run(
+        compute_score(
+            "toucan",
+            decoded,
+            GT,
+            {},
+            judge="llm",
+            judge_base_urls=[base],
+            judge_model=model,
+            judge_max_tokens=32,
+            judge_timeout_s=60,
+        )
+    )
     assert out["judge_used"] == 1 and out["r_tool"] == pytest.approx(1.0)
     assert out["judge_failed"] == 1 or 1 <= out["judge_rating"] <= 5

@@ -24,10 +24,18 @@ def test_main_ppo_trains_two_steps_with_sgls_and_the_judge_on_the_vllm_server(vl
     # no validation passes here (the suite's CPU run checks them): the served judge is slow on a CPU. The random
     # simulator's answers are long garbage: cut them (characters) and leave the policy room for a reply after them,
     # or every episode ends at the response limit without a summary and nothing is judged
-    proc, out_dir = run_recipe(str(tmp_path), OPENAI_BASE_URL=url, OPENAI_MODEL=model, VAL_BEFORE_TRAIN="false",
-                               TEST_FREQ="-1", MAX_TOOL_RESPONSE_CHARS="160", MAX_RESPONSE_LENGTH="384",
-                               MAX_MODEL_LEN="1536",
-                               TRAIN_BATCH_SIZE="4", PPO_MINI_BATCH_SIZE="4")  # 16 rollouts a step
+    proc, out_dir = run_recipe(
+        str(tmp_path),
+        OPENAI_BASE_URL=url,
+        OPENAI_MODEL=model,
+        VAL_BEFORE_TRAIN="false",
+        TEST_FREQ="-1",
+        MAX_TOOL_RESPONSE_CHARS="160",
+        MAX_RESPONSE_LENGTH="384",
+        MAX_MODEL_LEN="1536",
+        TRAIN_BATCH_SIZE="4",
+        PPO_MINI_BATCH_SIZE="4",
+    )  # 16 rollouts a step
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     metrics = read_metrics(out_dir)
     assert sorted(metrics) == list(range(1, STEPS + 1))

@@ -17,8 +17,14 @@ pytestmark = pytest.mark.rehearsal
 def rehearsal(tmp_path_factory):
     work = tmp_path_factory.mktemp("rehearsal")
     env = {k: v for k, v in os.environ.items() if k not in ("VERL_PLATFORM", "RAY_ADDRESS", "OUTPUT_DIR", "DEVICE")}
-    proc = subproc.run(["bash", os.path.join(REPO, "recipes", "rehearse_cpu.sh")], cwd=REPO, capture_output=True,
-                       text=True, timeout=3600, env={**env, "WORK": str(work)})  # fmt: skip
+    proc = subproc.run(
+        ["bash", os.path.join(REPO, "recipes", "rehearse_cpu.sh")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env={**env, "WORK": str(work)},
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
     return work, proc.stdout + proc.stderr
 
@@ -27,8 +33,19 @@ def test_every_stage_ran_and_the_report_names_its_wall_time(rehearsal):
     work, _ = rehearsal
     stages = [line.split("\t") for line in (work / "stages.tsv").read_text().splitlines()]
     names = [s[0] for s in stages]
-    for name in ("data", "preflight_sft", "sft", "serve_sgls", "serve_judge", "ray_start", "preflight_rl", "rl",
-                 "eval_in_domain", "eval_bfcl", "eval_tau2"):  # fmt: skip
+    for name in (
+        "data",
+        "preflight_sft",
+        "sft",
+        "serve_sgls",
+        "serve_judge",
+        "ray_start",
+        "preflight_rl",
+        "rl",
+        "eval_in_domain",
+        "eval_bfcl",
+        "eval_tau2",
+    ):
         assert name in names, names
     assert all(rc == "0" for _, _, rc in stages)
     assert "| **total** |" in (work / "rehearsal.md").read_text()
@@ -54,7 +71,7 @@ def test_the_served_simulator_and_judge_answered_requests_with_the_key(rehearsal
     work, _ = rehearsal
     for name in ("sgls", "judge"):
         log = (work / "services" / f"{name}_0.log").read_text()
-        assert "POST /v1/chat/completions HTTP/1.1\" 200" in log, name
+        assert 'POST /v1/chat/completions HTTP/1.1" 200' in log, name
 
 
 def test_the_preflight_asked_every_node_of_the_cluster(rehearsal):

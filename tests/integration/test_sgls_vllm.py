@@ -60,8 +60,9 @@ def test_structured_output_request_is_honoured(vllm):
     async def main():
         c = ChatClient(url, model, timeout_s=120)
         try:
-            return await c.complete([{"role": "user", "content": "order 7"}], max_tokens=256, response_format=fmt,
-                                    seed=3)
+            return await c.complete(
+                [{"role": "user", "content": "order 7"}], max_tokens=256, response_format=fmt, seed=3
+            )
         finally:
             await c.aclose()
 

@@ -35,9 +35,28 @@ def test_tau2_mock_domain_runs_against_a_scripted_local_server(tmp_path):
         return "Thank you, goodbye."
 
     with ScriptedServer(handler) as srv:
-        code = tau2.main(["--domains", "mock", "--agent_base_url", srv.base_url, "--user_base_url", srv.base_url,
-                          "--num_trials", "1", "--task_ids", "create_task_1,update_task_1", "--ks", "1",
-                          "--tau2_bin", tau2_bin(), "--timeout_s", "600", "--out_dir", str(tmp_path)])  # fmt: skip
+        code = tau2.main(
+            [
+                "--domains",
+                "mock",
+                "--agent_base_url",
+                srv.base_url,
+                "--user_base_url",
+                srv.base_url,
+                "--num_trials",
+                "1",
+                "--task_ids",
+                "create_task_1,update_task_1",
+                "--ks",
+                "1",
+                "--tau2_bin",
+                tau2_bin(),
+                "--timeout_s",
+                "600",
+                "--out_dir",
+                str(tmp_path),
+            ]
+        )
     assert code == 0
     result = json.loads((tmp_path / "tau2.json").read_text())
     assert result["domains"]["mock"]["n_simulations"] == 2 and result["domains"]["mock"]["n_failed"] == 0
@@ -49,9 +68,28 @@ def test_a_simulation_tau2_cannot_finish_is_a_counted_failure_not_an_aborted_run
     """A user simulator that answers with empty content fails tau2's message validation inside the simulation (seen
     with a tiny random user model); the run still finishes, the sample is counted in n_failed and scored 0."""
     with ScriptedServer(lambda req, n: "") as srv:
-        code = tau2.main(["--domains", "mock", "--agent_base_url", srv.base_url, "--user_base_url", srv.base_url,
-                          "--num_trials", "1", "--task_ids", "create_task_1", "--ks", "1",
-                          "--tau2_bin", tau2_bin(), "--timeout_s", "600", "--out_dir", str(tmp_path)])  # fmt: skip
+        code = tau2.main(
+            [
+                "--domains",
+                "mock",
+                "--agent_base_url",
+                srv.base_url,
+                "--user_base_url",
+                srv.base_url,
+                "--num_trials",
+                "1",
+                "--task_ids",
+                "create_task_1",
+                "--ks",
+                "1",
+                "--tau2_bin",
+                tau2_bin(),
+                "--timeout_s",
+                "600",
+                "--out_dir",
+                str(tmp_path),
+            ]
+        )
     assert code == 0
     mock = json.loads((tmp_path / "tau2.json").read_text())["domains"]["mock"]
     assert mock["n_simulations"] == 1 and mock["n_failed"] == 1 and mock["pass^1"] == 0.0
