@@ -127,14 +127,6 @@ def _float_pos1(L: int, device) -> torch.Tensor:
 # Convenience (allocating) forms, for tests, the agent loop and analysis.
 
 
-def last_run_start(response_mask: torch.Tensor) -> torch.Tensor:
-    """0-based start of the last run of ones per row, shape (bs,) int64; L for a row without ones."""
-    mask_f = response_mask.to(torch.float32)
-    L = mask_f.shape[1]
-    start1 = fill_last_run_start(mask_f, torch.empty_like(mask_f), _float_pos1(L, mask_f.device)).long()
-    return torch.where(start1 == 0, torch.full_like(start1, L), start1 - 1)
-
-
 def segment_masks_from_response_mask(response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Tool and summary masks from response_mask runs (last run = summary, earlier runs = tool).
 

@@ -279,11 +279,19 @@ def test_vectorised_estimator_matches_a_plain_reference_loop(seed, bs, L, turns,
     assert torch.count_nonzero(ref) > 0  # the batches exercise non-trivial groups
 
 
+def last_run_start(mask: torch.Tensor) -> torch.Tensor:
+    """0-based start of each row's last run of ones (L for a row without ones), by the estimator's kernel."""
+    mask_f = mask.to(torch.float32)
+    pos1 = torch.arange(1, mask_f.shape[1] + 1, dtype=torch.float32)
+    start1 = segments.fill_last_run_start(mask_f, torch.empty_like(mask_f), pos1).long()
+    return torch.where(start1 == 0, torch.full_like(start1, mask_f.shape[1]), start1 - 1)
+
+
 def test_segment_ids_from_mask_label_runs():
     mask = torch.tensor([[0, 1, 1, 0, 1, 0, 1, 1], [1, 1, 1, 0, 0, 0, 0, 0], [0] * 8])
     ids = segments.segment_ids_from_response_mask(mask)
     assert ids.tolist() == [[0, 1, 1, 0, 1, 0, 2, 2], [2, 2, 2, 0, 0, 0, 0, 0], [0] * 8]
-    assert segments.last_run_start(mask).tolist() == [6, 0, 8]
+    assert last_run_start(mask).tolist() == [6, 0, 8]
 
 
 @pytest.mark.parametrize("block_tokens", [1, 50, 1 << 19])

@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from slca_verl.rewards import RESULT_KEYS, compute_score
-from slca_verl.rewards.compute_score import get_judge, judge_metrics
+from slca_verl.rewards.compute_score import get_judge
 
 GT = {
     "allowed_tools": ["weather"],
@@ -120,7 +120,7 @@ def test_judge_configuration_is_built_once_per_setting_and_checked():
         get_judge({"judge": "llm"})
     with pytest.raises(ValueError, match="must be"):
         get_judge({"judge": "gpt"})
-    assert "llm/calls" in judge_metrics()
+    assert "calls" in a.metrics()  # one judge per setting: its counters add up over the run
 
 
 def test_hydra_containers_and_bad_solution_strings_are_tolerated():

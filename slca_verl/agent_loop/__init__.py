@@ -13,9 +13,7 @@ from slca_verl.agent_loop.loop import (
     AGENT_NAME,
     METRIC_KEYS,
     SLCAToolAgentLoop,
-    aggregate_agent_metrics,
     check_reward_config,
-    process_metrics,
 )
 from slca_verl.agent_loop.output import SLCAAgentLoopOutput, segment_ids_for_turns
 from slca_verl.agent_loop.parser import SLCAHermesToolParser, parse_hermes_calls
@@ -26,9 +24,7 @@ __all__ = [
     "SLCAAgentLoopOutput",
     "SLCAHermesToolParser",
     "SLCAToolAgentLoop",
-    "aggregate_agent_metrics",
     "check_reward_config",
     "parse_hermes_calls",
-    "process_metrics",
     "segment_ids_for_turns",
 ]

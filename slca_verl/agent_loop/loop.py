@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,8 +82,6 @@ METRIC_KEYS = (
 )
 
 _STATE: contextvars.ContextVar[_Trajectory | None] = contextvars.ContextVar("slca_trajectory", default=None)
-_TOTALS: dict[str, float] = {}
-_TOTALS_LOCK = threading.Lock()
 _warned_no_schema = False
 
 
@@ -382,7 +379,6 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         if traj.parsed:  # not hermes: HierR scores the calls the loop parsed and ran, not a re-read of the text
             extra["slca_trajectory"]["parsed_turns"] = parsed
         extra["slca_agent_metrics"] = dict(counts)
-        _accumulate(counts)
         fields = {k: getattr(output, k) for k in output.model_fields_set}
         fields["extra_fields"] = extra
         return SLCAAgentLoopOutput(**fields, segment_ids=segment_ids, reward_layout=self.reward_layout)
@@ -399,29 +395,3 @@ def label_decision_token(segment_ids: list[int]) -> bool:
         return False
     segment_ids[segment_ids.index(SUMMARY)] = TOOL
     return True
-
-
-def _accumulate(counts: dict[str, int]) -> None:
-    with _TOTALS_LOCK:
-        _TOTALS["trajectories"] = _TOTALS.get("trajectories", 0) + 1
-        for k, v in counts.items():
-            _TOTALS[k] = _TOTALS.get(k, 0) + v
-
-
-def process_metrics() -> dict[str, float]:
-    """Totals over every trajectory this process ran (``trajectories`` plus each of :data:`METRIC_KEYS`)."""
-    with _TOTALS_LOCK:
-        return dict(_TOTALS)
-
-
-def aggregate_agent_metrics(extra_fields: list[dict]) -> dict[str, float]:
-    """``agent/<key>/{mean,max}`` over trajectories' ``extra_fields`` (rows without agent metrics are skipped)."""
-    rows = [e["slca_agent_metrics"] for e in extra_fields if isinstance(e, dict) and "slca_agent_metrics" in e]
-    out: dict[str, float] = {}
-    if not rows:
-        return out
-    for key in METRIC_KEYS:
-        values = [float(r.get(key, 0)) for r in rows]
-        out[f"agent/{key}/mean"] = sum(values) / len(values)
-        out[f"agent/{key}/max"] = max(values)
-    return out

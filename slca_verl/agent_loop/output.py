@@ -26,7 +26,7 @@ import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from slca_verl.reward_layout import LAYOUT_REGISTRY, finite_number, get_layout
-from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
+from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY
 
 logger = logging.getLogger(__name__)
 
@@ -130,11 +130,3 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
                 "(reward.custom_reward_function.path=pkg://slca_verl.agent_loop.reward, name=compute_score) or set "
                 "reward_layout: scalar in the agent loop YAML."
             ) from None
-
-
-def has_summary(segment_ids: list[int]) -> bool:
-    return SUMMARY in segment_ids
-
-
-def has_tool(segment_ids: list[int]) -> bool:
-    return TOOL in segment_ids

@@ -146,16 +146,6 @@ def _build(key: tuple) -> Judge:
     )
 
 
-def judge_metrics() -> dict:
-    """Counters of every judge this process built, keyed ``<judge name>/<counter>``."""
-    out = {}
-    with _JUDGES_LOCK:
-        judges = list(_JUDGES.values())
-    for j in judges:
-        out.update({f"{j.name}/{k}": v for k, v in j.metrics().items()})
-    return out
-
-
 async def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, **kwargs
 ) -> dict:

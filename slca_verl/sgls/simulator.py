@@ -44,8 +44,6 @@ from .schema import ToolSet, canonical_json, scrub_text
 
 logger = logging.getLogger(__name__)
 
-STATUSES = ("ok", "validation_error", "simulator_error")
-
 
 @dataclass
 class SimResult:

@@ -8,8 +8,6 @@ answers and prompts, the judge's inputs).
 
 from __future__ import annotations
 
-SIDES = ("left", "right", "middle")
-
 
 def truncate(text: str, limit: int, side: str = "middle", *, marker: str = "...(truncated)...") -> str:
     """``text`` cut to ``limit`` characters (plus the marker); unchanged when it fits or ``limit`` is not positive.

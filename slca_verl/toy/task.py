@@ -69,8 +69,6 @@ SLOT_CHOICES: list[list[int] | None] = [NAME_IDS, ARG_IDS, None] + [WORD_IDS] * 
 #: per response slot: 1 tool, 0 observation, 2 summary (slca_verl.segments ids)
 SEGMENT_IDS = [1, 1, 0] + [2] * SUMMARY_LEN
 RESPONSE_MASK = [1, 1, 0] + [1] * SUMMARY_LEN
-TOOL_SLOTS = [0, 1]
-SUMMARY_SLOTS = list(range(3, RESPONSE_LEN))
 
 
 def tool_schemas() -> list[dict]:
@@ -207,13 +205,11 @@ class NoisyReferenceJudge:
         self.noise = noise
         self.call_correct = call_correct
         self.grounding = grounding
-        self.last_quality = 0.0
 
     async def rate(self, question: str, tool_responses: list[str], reply: str) -> Verdict:
         q = reply_quality(reply, self.references[question])
         if not self.call_correct:
             q *= 1.0 - self.grounding
-        self.last_quality = q
         rating = int(min(5, max(1, round(1 + 4 * (q + self.noise)))))
         return Verdict(rating)
 
