@@ -30,8 +30,9 @@ import jsonschema
 from jsonschema.validators import validator_for
 
 from slca_verl.toolcall import limits
+from slca_verl.toolcall import schema as toolcall_schema
 from slca_verl.toolcall.limits import loads, non_finite_path
-from slca_verl.toolcall.schema import SchemaError, normalise_parameters, normalise_schema, type_string_to_schema
+from slca_verl.toolcall.schema import SchemaError, type_string_to_schema
 
 __all__ = [
     "SchemaError",
@@ -63,13 +64,13 @@ def type_to_schema(type_value: Any) -> tuple[dict, bool]:
         return {}, False
     if isinstance(type_value, str):
         return type_string_to_schema(type_value, strict=True)
-    return normalise_schema({"type": type_value}, strict=True, path="a property")
+    return toolcall_schema.normalize_schema({"type": type_value}, strict=True, path="a property")
 
 
 def normalize_parameters(params: Any) -> dict:
     """Any dialect of a tool's parameters -> a JSON Schema object (``type: object``, ``properties``, ``required``),
-    by the library's normaliser in strict mode (:func:`slca_verl.toolcall.schema.normalise_parameters`)."""
-    return normalise_parameters(params, strict=True)
+    by the library's normaliser in strict mode (:func:`slca_verl.toolcall.schema.normalize_parameters`)."""
+    return toolcall_schema.normalize_parameters(params, strict=True)
 
 
 @lru_cache(maxsize=16384)

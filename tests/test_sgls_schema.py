@@ -5,7 +5,7 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from slca_verl.sgls.schema import ToolSet, normalise_tool
+from slca_verl.sgls.schema import ToolSet, normalize_tool
 from slca_verl.toolcall.schema import type_string_to_schema
 
 WEATHER = {
@@ -157,7 +157,7 @@ XLAM = {
 
 
 def test_xlam_schema_is_normalised_into_valid_json_schema():
-    tool = normalise_tool(XLAM)
+    tool = normalize_tool(XLAM)
     Draft202012Validator.check_schema(tool.parameters)
     assert tool.parameters["type"] == "object"
     assert tool.parameters["required"] == ["nums"]  # optional types and defaults are not required
@@ -189,7 +189,7 @@ def test_bfcl_python_type_names_and_draft3_required_flags_are_normalised():
             },
         },
     }
-    tool = normalise_tool(bfcl)
+    tool = normalize_tool(bfcl)
     Draft202012Validator.check_schema(tool.parameters)
     props = tool.parameters["properties"]
     assert props["base"] == {"type": "number"} and props["dims"]["type"] == "array" and props["meta"] == {}
@@ -198,14 +198,14 @@ def test_bfcl_python_type_names_and_draft3_required_flags_are_normalised():
 
 def test_response_schema_is_picked_up_from_the_function():
     raw = {**WEATHER["function"], "response_schema": {"type": "object", "properties": {"t": {"type": "float"}}}}
-    tool = normalise_tool(raw)
+    tool = normalize_tool(raw)
     assert tool.response_schema == {"type": "object", "properties": {"t": {"type": "number"}}}
     assert tool.response_validator.is_valid({"t": 1.5}) and not tool.response_validator.is_valid({"t": "hot"})
 
 
 def test_schema_that_stays_invalid_falls_back_to_any_object():
     broken = {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "string", "minLength": -3}}}}
-    tool = normalise_tool(broken)
+    tool = normalize_tool(broken)
     assert tool.parameters == {"type": "object"} and ToolSet([tool]).validate("f", {"a": 1}) is None
 
 

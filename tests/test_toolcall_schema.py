@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_prep.schema import normalize_tool, tools_index, validate_call
-from slca_verl.sgls.schema import ToolSet, normalise_tool
+from slca_verl.sgls import schema as sgls_schema
+from slca_verl.sgls.schema import ToolSet
 from slca_verl.toolcall.limits import RecordError
-from slca_verl.toolcall.schema import SchemaError, normalise_parameters, split_top_level, type_string_to_schema
+from slca_verl.toolcall.schema import SchemaError, normalize_parameters, split_top_level, type_string_to_schema
 
 NAMES = [
     "int",
@@ -76,7 +77,7 @@ def test_the_choices_between_dialects_are_made_once():
         False,
     )
     # the draft-4 tuple form of a dataset becomes the positional form the normaliser writes for Tuple[...]
-    params = normalise_parameters(
+    params = normalize_parameters(
         {"type": "object", "properties": {"p": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}]}}}
     )
     assert params["properties"]["p"] == {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}
@@ -100,9 +101,9 @@ def test_what_strict_mode_refuses_tolerant_mode_reads_as_any_value():
         [1],
     ):
         with pytest.raises(SchemaError) as err:
-            normalise_parameters(bad, strict=True)
+            normalize_parameters(bad, strict=True)
         assert err.value.reason == "tool_schema_invalid"
-        assert normalise_parameters(bad)["type"] == "object"  # tolerant: never raises
+        assert normalize_parameters(bad)["type"] == "object"  # tolerant: never raises
 
 
 def test_split_top_level_respects_brackets_and_quotes():
@@ -154,8 +155,8 @@ RAW_TOOLS = [
 @pytest.mark.parametrize("raw", RAW_TOOLS, ids=lambda r: r.get("name", "openai"))
 def test_the_simulator_reads_a_prepared_schema_unchanged(raw):
     prepared = normalize_tool(raw)["function"]["parameters"]
-    assert normalise_tool({"name": "t", "parameters": prepared}).parameters == prepared
-    assert normalise_tool(raw).parameters == prepared  # and a raw schema the same way data preparation does
+    assert sgls_schema.normalize_tool({"name": "t", "parameters": prepared}).parameters == prepared
+    assert sgls_schema.normalize_tool(raw).parameters == prepared  # and a raw schema the same way data preparation does
 
 
 CALLS = [

@@ -10,7 +10,7 @@ SDK imports are stubbed while the checker is imported). ``BFCL_PROJECT_ROOT`` is
 folder by default) because bfcl-eval creates folders under it on import.
 
 Each question is sent as the training prompts are built (:func:`slca_verl.toolcall.hermes.system_prompt`: the tools,
-normalised to JSON Schema by :func:`slca_verl.sgls.schema.normalise_tool`, listed in hermes ``<tools>`` in the system
+normalised to JSON Schema by :func:`slca_verl.sgls.schema.normalize_tool`, listed in hermes ``<tools>`` in the system
 message), at temperature 0; ``<tool_call>`` blocks of the reply become BFCL's model
 output ``[{name: arguments}, ...]``. Irrelevance categories pass when the reply makes no call. Accuracy is reported
 per category and over all questions (micro average).
@@ -167,10 +167,10 @@ def load_cases(
 
 def prompt(case: dict) -> list[dict]:
     """The chat messages sent for a question: a hermes system prompt listing its tools, then BFCL's turn."""
-    from slca_verl.sgls.schema import normalise_tool
+    from slca_verl.sgls.schema import normalize_tool
     from slca_verl.toolcall import hermes
 
-    tools = [normalise_tool(f) for f in case["functions"]]
+    tools = [normalize_tool(f) for f in case["functions"]]
     system = hermes.system_prompt(
         {"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools
     )

@@ -16,7 +16,7 @@ Modules, in the order a call goes through them:
 
 from .client import ChatClient, ChatClientError
 from .config import FaultConfig, SGLSConfig
-from .schema import ToolSet, normalise_tool
+from .schema import ToolSet, normalize_tool
 from .simulator import SimResult, Simulator
 
 __all__ = [
@@ -27,5 +27,5 @@ __all__ = [
     "SimResult",
     "Simulator",
     "ToolSet",
-    "normalise_tool",
+    "normalize_tool",
 ]

@@ -72,7 +72,7 @@ class ChatCompletion:
     usage: dict = field(default_factory=dict)
 
 
-def _normalise_base_url(url: str) -> str:
+def _normalize_base_url(url: str) -> str:
     url = url.strip().rstrip("/")
     if url.endswith("/chat/completions"):
         url = url[: -len("/chat/completions")]
@@ -136,7 +136,7 @@ class ChatClient:
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
             raise ValueError("ChatClient needs at least one base URL")
-        self._replicas = [_Replica(_normalise_base_url(u)) for u in urls]
+        self._replicas = [_Replica(_normalize_base_url(u)) for u in urls]
         self.model = model
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)

@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from .backend import BackendReply, SimulatorFailure
-from .schema import NormalisedTool, SchemaUnusable, canonical_json, json_problem, schema_errors
+from .schema import NormalizedTool, SchemaUnusable, canonical_json, json_problem, schema_errors
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ _MAX_ITEMS = 16  # minItems is capped at this (4 below the second level); the ch
 _WORDS = ("alpha", "bravo", "delta", "nova", "orion", "zephyr", "atlas", "lumen", "sierra", "terra")
 
 
-def call_rng(seed: int, tool: NormalisedTool, arguments: Any, salt: int = 0) -> random.Random:
+def call_rng(seed: int, tool: NormalizedTool, arguments: Any, salt: int = 0) -> random.Random:
     digest = hashlib.sha256(f"{seed}|{salt}|{tool.fingerprint}|{canonical_json(arguments)}".encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
@@ -153,7 +153,7 @@ def _string(schema: dict, rng: random.Random, hint: str) -> str:
     return s
 
 
-def _conformance_problem(tool: NormalisedTool, body: Any) -> str:
+def _conformance_problem(tool: NormalizedTool, body: Any) -> str:
     """Why ``body`` is not a usable answer of ``tool`` ("" when it is): not plain JSON, or off its response schema."""
     problem = json_problem(body)
     if problem is not None:
@@ -179,7 +179,7 @@ class OfflineBackend:
         self.seed = int(seed)
         self.calls = 0
 
-    async def simulate(self, tool: NormalisedTool, arguments: dict, context: list[dict] | None = None) -> BackendReply:
+    async def simulate(self, tool: NormalizedTool, arguments: dict, context: list[dict] | None = None) -> BackendReply:
         self.calls += 1
         if tool.response_schema is not None:
             body, problem = None, ""

@@ -25,7 +25,7 @@ from .backend import BackendReply, SimulatorFailure
 from .client import ChatClient, ChatClientError
 from .config import SGLSConfig
 from .prompt import build_messages, extract_json
-from .schema import NormalisedTool, SchemaUnusable, canonical_json, schema_errors
+from .schema import NormalizedTool, SchemaUnusable, canonical_json, schema_errors
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class OpenAIBackend:
             "repaired": 0,
         }
 
-    def response_format(self, tool: NormalisedTool) -> dict | None:
+    def response_format(self, tool: NormalizedTool) -> dict | None:
         mode = self.config.structured_output
         if mode == "none":
             return None
@@ -73,11 +73,11 @@ class OpenAIBackend:
             return None  # nothing to constrain to
         return {"type": "json_object"}
 
-    def _seed(self, tool: NormalisedTool, arguments: dict, attempt: int) -> int:
+    def _seed(self, tool: NormalizedTool, arguments: dict, attempt: int) -> int:
         h = hashlib.sha256(f"{self.config.seed}|{attempt}|{tool.fingerprint}|{canonical_json(arguments)}".encode())
         return int.from_bytes(h.digest()[:4], "big") & 0x7FFFFFFF
 
-    async def simulate(self, tool: NormalisedTool, arguments: dict, context: list[dict] | None = None) -> BackendReply:
+    async def simulate(self, tool: NormalizedTool, arguments: dict, context: list[dict] | None = None) -> BackendReply:
         messages = build_messages(
             tool, arguments, context, context_turns=self.config.context_turns, context_chars=self.config.context_chars
         )

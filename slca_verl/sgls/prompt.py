@@ -20,7 +20,7 @@ import secrets
 from typing import Any
 
 from ..toolcall.text import truncate
-from .schema import NormalisedTool, json_problem
+from .schema import NormalizedTool, json_problem
 
 SYSTEM_PROMPT = (
     "You act as the production backend of a web service. Each message is one incoming request to one endpoint; "
@@ -112,7 +112,7 @@ def _short(text: str, limit: int) -> str:
 _SECTIONS: dict[str, str] = {}
 
 
-def _tool_section(tool: NormalisedTool) -> str:
+def _tool_section(tool: NormalizedTool) -> str:
     """The endpoint part of the prompt; built once per tool (the same tool is called many times)."""
     text = _SECTIONS.get(tool.fingerprint)
     if text is None:
@@ -129,7 +129,7 @@ def _tool_section(tool: NormalisedTool) -> str:
 
 
 def build_messages(
-    tool: NormalisedTool,
+    tool: NormalizedTool,
     arguments: dict,
     context: list[dict] | None = None,
     *,

@@ -5,7 +5,7 @@
 
 Dataset schemas are often not JSON Schema: xLAM writes ``"type": "List[int]"`` or ``"str, optional"`` and puts the
 properties directly under ``parameters``; BFCL writes ``"dict"``, ``"float"``, ``"tuple"``, ``"any"``; old schemas
-mark required properties with ``"required": true`` inside the property. :func:`normalise_tool` maps all of these to
+mark required properties with ``"required": true`` inside the property. :func:`normalize_tool` maps all of these to
 Draft 2020-12 JSON Schema through the project's one normaliser (:mod:`slca_verl.toolcall.schema`, tolerant mode:
 unknown type names become "any value", with a debug log; data preparation uses it in strict mode, so a prepared
 row's schema comes back unchanged) and the result is checked with
@@ -39,7 +39,7 @@ import jsonschema
 import regex
 from jsonschema import Draft202012Validator, validators
 
-from slca_verl.toolcall.schema import normalise_parameters, normalise_schema
+from slca_verl.toolcall.schema import normalize_parameters, normalize_schema
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ def _localise_refs(schema: dict, holders: list[dict], what: str) -> dict:
             if parts and parts[0] not in schema:
                 block = next((h[parts[0]] for h in holders if isinstance(h.get(parts[0]), dict)), None)
                 if block is not None:
-                    schema = {**schema, parts[0]: {k: normalise_schema(v)[0] for k, v in block.items()}}
+                    schema = {**schema, parts[0]: {k: normalize_schema(v)[0] for k, v in block.items()}}
                     copied = True
             node: Any = schema
             for part in parts:
@@ -301,7 +301,7 @@ def _checked(
 
 
 @dataclass
-class NormalisedTool:
+class NormalizedTool:
     """A tool with JSON-Schema-valid parameters and an optional response schema.
 
     ``problem`` is set (and the validators are None) when the dataset's schema cannot be used to check calls; every
@@ -324,8 +324,8 @@ class NormalisedTool:
         }
 
 
-def normalise_tool(raw: dict, *, forbid_extra_arguments: bool = False) -> NormalisedTool:
-    """One tool schema (OpenAI ``{"type": "function", "function": …}``, bare function, or xLAM) -> NormalisedTool.
+def normalize_tool(raw: dict, *, forbid_extra_arguments: bool = False) -> NormalizedTool:
+    """One tool schema (OpenAI ``{"type": "function", "function": …}``, bare function, or xLAM) -> NormalizedTool.
 
     Args:
         raw: the dataset's tool schema (a dict, or a JSON string of one).
@@ -346,13 +346,13 @@ def normalise_tool(raw: dict, *, forbid_extra_arguments: bool = False) -> Normal
         raise ValueError(f"tool schema without a name: {_short(raw, 200)}")
     description = str(fn.get("description") or "")
     try:
-        return _normalise_named_tool(raw, fn, name, description, forbid_extra_arguments)
+        return _normalize_named_tool(raw, fn, name, description, forbid_extra_arguments)
     except SchemaUnusable as e:
         problem = str(e)
     except RecursionError:
         problem = "it is nested too deeply to use"
     logger.warning("sgls schema: tool %r is unusable: %s", name, problem)
-    return NormalisedTool(
+    return NormalizedTool(
         name=name,
         description=description[:2000],
         parameters={"type": "object"},
@@ -361,24 +361,24 @@ def normalise_tool(raw: dict, *, forbid_extra_arguments: bool = False) -> Normal
     )
 
 
-def _normalise_named_tool(raw: dict, fn: dict, name: str, description: str, forbid_extra: bool) -> NormalisedTool:
+def _normalize_named_tool(raw: dict, fn: dict, name: str, description: str, forbid_extra: bool) -> NormalizedTool:
     if nesting_exceeds(raw, MAX_SCHEMA_DEPTH):
         raise SchemaUnusable(f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
     holders = [fn, raw]
-    params = normalise_parameters(fn.get("parameters", fn.get("input_schema", {})))
+    params = normalize_parameters(fn.get("parameters", fn.get("input_schema", {})))
     params, validator = _checked(params, f"parameters of {name!r}", forbid_extra, holders)
     response_schema, response_validator = None, None
     for holder in holders:
         for key in _RESPONSE_KEYS:
             cand = holder.get(key)
             if isinstance(cand, dict) and cand:
-                response_schema = normalise_schema(cand)[0]
+                response_schema = normalize_schema(cand)[0]
                 break
         if response_schema is not None:
             break
     if response_schema is not None:
         response_schema, response_validator = _checked(response_schema, f"response schema of {name!r}", holders=holders)
-    return NormalisedTool(
+    return NormalizedTool(
         name=name,
         description=description,
         parameters=params,
@@ -413,14 +413,14 @@ class _LRU:
 _TOOL_CACHE = _LRU(20000)
 
 
-def load_tool(raw: dict | str, *, forbid_extra_arguments: bool = False) -> NormalisedTool:
-    """:func:`normalise_tool` with a process-wide cache keyed by the raw schema's content (normalise once)."""
+def load_tool(raw: dict | str, *, forbid_extra_arguments: bool = False) -> NormalizedTool:
+    """:func:`normalize_tool` with a process-wide cache keyed by the raw schema's content (normalise once)."""
     if not isinstance(raw, str) and nesting_exceeds(raw, MAX_SCHEMA_DEPTH + 4):
-        return normalise_tool(raw, forbid_extra_arguments=forbid_extra_arguments)  # reports it; keying it would recurse
+        return normalize_tool(raw, forbid_extra_arguments=forbid_extra_arguments)  # reports it; keying it would recurse
     key = (canonical_json(raw) if not isinstance(raw, str) else raw, forbid_extra_arguments)
     hit = _TOOL_CACHE.get(key)
     if hit is None:
-        hit = normalise_tool(
+        hit = normalize_tool(
             copy.deepcopy(raw) if isinstance(raw, dict) else raw, forbid_extra_arguments=forbid_extra_arguments
         )
         _TOOL_CACHE.put(key, hit)
@@ -518,7 +518,7 @@ def _short(x: Any, limit: int = 80) -> str:
     return s if len(s) <= limit else s[:limit] + "..."
 
 
-def validate_arguments(tool: NormalisedTool, arguments: Any) -> CallRejection | None:
+def validate_arguments(tool: NormalizedTool, arguments: Any) -> CallRejection | None:
     """Check a call's arguments against the tool's parameter schema; deterministic (errors sorted by path)."""
     if tool.problem:
         return schema_rejection(tool.name, tool.problem)
@@ -582,7 +582,7 @@ class ToolSet:
     name); an unknown-tool rejection repeats them, so a tool that vanished says why.
     """
 
-    def __init__(self, tools: list[NormalisedTool], problems: list[str] | None = None):
+    def __init__(self, tools: list[NormalizedTool], problems: list[str] | None = None):
         self.tools = {t.name: t for t in tools}
         self.problems = list(problems or [])
 
@@ -609,7 +609,7 @@ class ToolSet:
                 problems.append(f"tool schema {i + 1} is unreadable ({str(e)[:160]})")
         return cls(tools, problems)
 
-    def get(self, name: str) -> NormalisedTool | None:
+    def get(self, name: str) -> NormalizedTool | None:
         return self.tools.get(name) if isinstance(name, str) else None
 
     def validate(self, name: Any, arguments: Any) -> CallRejection | None:

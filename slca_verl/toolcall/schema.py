@@ -1,8 +1,8 @@
 """The project's one tool-schema normaliser: every dataset's parameter notation, as JSON Schema (Draft 2020-12).
 
     type_string_to_schema("List[int], optional")        # ({"type": "array", "items": {"type": "integer"}}, True)
-    normalise_parameters({"n": {"type": "int", "default": 3}})           # {"type": "object", "properties": ...}
-    normalise_parameters(params, strict=True)           # data preparation: SchemaError instead of a guess
+    normalize_parameters({"n": {"type": "int", "default": 3}})           # {"type": "object", "properties": ...}
+    normalize_parameters(params, strict=True)           # data preparation: SchemaError instead of a guess
 
 The sources write parameter types in many dialects:
 
@@ -51,8 +51,8 @@ __all__ = [
     "SchemaError",
     "split_top_level",
     "type_string_to_schema",
-    "normalise_schema",
-    "normalise_parameters",
+    "normalize_schema",
+    "normalize_parameters",
 ]
 
 #: python / BFCL / ToolACE / Java / JavaScript type names -> JSON Schema type
@@ -311,7 +311,7 @@ def _non_finite(value: Any) -> bool:
     return isinstance(value, float) and not math.isfinite(value)
 
 
-def normalise_schema(node: Any, *, strict: bool = False, path: str = "parameters") -> tuple[Any, bool]:
+def normalize_schema(node: Any, *, strict: bool = False, path: str = "parameters") -> tuple[Any, bool]:
     """One schema node of any dialect, recursively, as JSON Schema; returns ``(schema, optional)``.
 
     ``optional`` comes from the node itself: an optional type string, ``"optional": true``, ``"required": false``
@@ -359,7 +359,7 @@ def normalise_schema(node: Any, *, strict: bool = False, path: str = "parameters
         for name, sub in out["properties"].items():
             if isinstance(sub, dict) and isinstance(sub.get("required"), bool) and sub["required"]:
                 required.append(name)  # {"city": {"type": "string", "required": true}}
-            props[name] = normalise_schema(sub, strict=strict, path=f"{path}.{name}")[0]
+            props[name] = normalize_schema(sub, strict=strict, path=f"{path}.{name}")[0]
         out["properties"] = props
         out.setdefault("type", "object")
         out["required"] = list(dict.fromkeys(r for r in required if r in props)) if props else required
@@ -370,15 +370,15 @@ def normalise_schema(node: Any, *, strict: bool = False, path: str = "parameters
         del out["properties"]
     for key in _NESTED_KEYS:
         if isinstance(out.get(key), (dict, str)):
-            out[key] = normalise_schema(out[key], strict=strict, path=f"{path}.{key}")[0]
+            out[key] = normalize_schema(out[key], strict=strict, path=f"{path}.{key}")[0]
     for key in _DEFS_KEYS:
         if isinstance(out.get(key), dict):
-            out[key] = {k: normalise_schema(v, strict=strict, path=f"{path}.{key}.{k}")[0] for k, v in out[key].items()}
+            out[key] = {k: normalize_schema(v, strict=strict, path=f"{path}.{key}.{k}")[0] for k, v in out[key].items()}
     if isinstance(out.get("items"), list):  # the draft-4 tuple form
         out["prefixItems"] = out.pop("items")
     for key in _LIST_KEYS:
         if isinstance(out.get(key), list):
-            out[key] = [normalise_schema(s, strict=strict, path=f"{path}.{key}")[0] for s in out[key]]
+            out[key] = [normalize_schema(s, strict=strict, path=f"{path}.{key}")[0] for s in out[key]]
     if "enum" in out:
         if not isinstance(out["enum"], list):
             _invalid(strict, f"enum of {path} is not a list")
@@ -398,7 +398,7 @@ def _union_of_names(names: list[str], strict: bool) -> tuple[dict, bool]:
     return union(schemas), "null" in names or any(s == {"type": "null"} for s in schemas)
 
 
-def normalise_parameters(params: Any, *, strict: bool = False) -> dict:
+def normalize_parameters(params: Any, *, strict: bool = False) -> dict:
     """A function's ``parameters`` (any dialect) as a JSON Schema object schema (``type``, ``properties``,
     ``required``).
 
@@ -408,7 +408,7 @@ def normalise_parameters(params: Any, *, strict: bool = False) -> dict:
 
     Raises:
         SchemaError: (strict only) parameters that are not an object, a non-JSON string, a schema of another type
-            than object, or any error of :func:`normalise_schema`.
+            than object, or any error of :func:`normalize_schema`.
     """
     if isinstance(params, str):
         try:
@@ -422,7 +422,7 @@ def normalise_parameters(params: Any, *, strict: bool = False) -> dict:
         _invalid(strict, f"parameters is a {type(params).__name__}, not an object")
         return {"type": "object", "properties": {}}
     if "properties" in params or params.get("type") in ("object", "dict"):
-        schema, _ = normalise_schema(params, strict=strict)
+        schema, _ = normalize_schema(params, strict=strict)
         if schema.get("type") not in (None, "object"):
             _invalid(strict, f"parameters has type {schema.get('type')!r}, not object")
         schema["type"] = "object"
@@ -430,7 +430,7 @@ def normalise_parameters(params: Any, *, strict: bool = False) -> dict:
         return schema
     properties, required = {}, []
     for name, spec in params.items():
-        properties[name], optional = normalise_schema(spec, strict=strict, path=f"parameters.{name}")
+        properties[name], optional = normalize_schema(spec, strict=strict, path=f"parameters.{name}")
         if not optional:
             required.append(name)
     return {"type": "object", "properties": properties, **({"required": required} if required else {})}
