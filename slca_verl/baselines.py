@@ -12,29 +12,27 @@ places HierR's ``toolpo_*`` / ``rltr_*`` keys (:mod:`slca_verl.rewards.baselines
 The third baseline, GDPO, is verl's own ``gdpo`` (``compute_gdpo_outcome_advantage``), which reads the reward
 components from ``non_tensor_batch``: only verl's legacy trainer fills it, and verl 0.9.1's v1 trainer hands an
 estimator ``uid`` alone, so ``gdpo`` fails there on its own assertion. ``gdpo_v1`` is the same function for the v1
-trainer: the ``slca_sync`` trainer fetches the rows' ``reward_extra_info`` from TransferQueue and hands the
-``algorithm.gdpo_reward_keys`` components to it (:func:`gdpo_components`), so GDPO runs in the same trainer, with
+trainer: the ``slca_*`` trainer modes fetch the rows' ``reward_extra_info`` from TransferQueue and hand the
+``algorithm.gdpo_reward_keys`` components to it (:mod:`slca_verl.handover`), so GDPO runs in the same trainer, with
 the same rollout and reward, as every other method::
 
     algorithm.adv_estimator=gdpo_v1 trainer.v1.trainer_mode=slca_sync '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'
 
 Segments follow ``slca_grpo`` exactly: explicit ids (keyword ``segment_ids`` or
-:func:`slca_verl.segments.current_explicit_segment_ids`), else response_mask runs (last run = summary).
+those an ``slca_*`` trainer mode handed over, :mod:`slca_verl.handover`), else response_mask runs (last run = summary).
 Everything is vectorised over the batch: no Python loop over samples, groups or tokens.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import compute_gdpo_outcome_advantage, register_adv_est
 
-from slca_verl import segments
+from slca_verl import handover, segments
 from slca_verl.core_algos import (
     advantage_dtype,
     check_batch,
@@ -53,7 +51,7 @@ logger = logging.getLogger(__name__)
 def estimator_masks(
     name: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tool and summary masks, bool (bs, L), from explicit ids (argument, then the ``slca_sync`` context) or runs."""
+    """Tool and summary masks, bool (bs, L), from explicit ids (argument, then the trainer mode's hand-over) or runs."""
     segment_ids = explicit_segment_ids(name, response_mask, segment_ids)
     if segment_ids is None:
         return segments.segment_masks_from_response_mask(response_mask)
@@ -111,7 +109,7 @@ def compute_toolpo_advantage(
         config: verl's ``algorithm`` config. Reads ``norm_adv_by_std_in_grpo`` and the optional
             ``algorithm.toolpo.{lambda_action, epsilon}`` (defaults 1.0, 1e-6).
         segment_ids: optional `(torch.Tensor)` shape (bs, response_length), ids as in :mod:`slca_verl.segments`;
-            else the ``slca_sync`` context's ids, else response_mask runs.
+            else the ids an ``slca_*`` trainer mode handed over, else response_mask runs.
 
     Formula (group g, f_i = first tool token of i, l_i = last trained token of i):
         R_i^action = token_level_rewards[i, f_i]          for i with a tool segment and f_i != l_i ("present")
@@ -230,18 +228,6 @@ def compute_rltr_advantage(
 # GDPO on the v1 trainer
 
 GDPO_V1 = "gdpo_v1"
-_GDPO_COMPONENTS: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("slca_gdpo_components", default=None)
-
-
-@contextlib.contextmanager
-def gdpo_components(components: dict[str, np.ndarray]) -> Iterator[None]:
-    """Make the per-row reward components (``{key: (bs,) float array}``, in the batch's row order) visible to
-    ``gdpo_v1`` for the duration of the block (set by ``slca_sync``)."""
-    token = _GDPO_COMPONENTS.set(components)
-    try:
-        yield
-    finally:
-        _GDPO_COMPONENTS.reset(token)
 
 
 @register_adv_est(GDPO_V1)
@@ -252,7 +238,7 @@ def compute_gdpo_v1_advantage(
     config: Optional[Any] = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl's GDPO (arXiv 2601.05242) with its reward components handed over by ``slca_sync``.
+    """verl's GDPO (arXiv 2601.05242) with its reward components handed over by an ``slca_*`` trainer mode.
 
     For each key k of ``algorithm.gdpo_reward_keys`` (weights ``algorithm.gdpo_reward_weights``, default 1)::
 
@@ -272,14 +258,16 @@ def compute_gdpo_v1_advantage(
         advantages, returns: `(torch.Tensor)` shape (bs, response_length), equal.
 
     Raises:
-        RuntimeError: outside ``slca_sync`` (nothing handed the components over), naming the setting.
+        RuntimeError: outside an ``slca_*`` trainer mode (nothing handed the components over), naming the setting.
         ValueError: ``algorithm.gdpo_reward_keys`` unset, or a key the rows' reward does not have.
     """
-    components = _GDPO_COMPONENTS.get()
+    inputs = handover.current()
+    components = None if inputs is None else inputs.components
     if components is None:
         raise RuntimeError(
-            f"{GDPO_V1}: the reward components come from the slca_sync trainer; set "
-            "trainer.v1.trainer_mode=slca_sync (or use verl's gdpo on the legacy trainer)"
+            f"{GDPO_V1}: the reward components come from an slca_* trainer mode; set "
+            "trainer.v1.trainer_mode=slca_sync (or slca_<mode> for another v1 mode; or use verl's gdpo on the legacy "
+            "trainer)"
         )
     keys = list(config.get("gdpo_reward_keys", None) or []) if config is not None else []
     if not keys:

@@ -13,23 +13,21 @@ built, else in the torch ops below; ``+algorithm.slca.kernel=torch`` forces the 
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import math
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 from verl.utils.groupwise import as_torch_index
 
-from slca_verl import fused, segments, turn_credit
+from slca_verl import fused, handover, segments, turn_credit
 
 logger = logging.getLogger(__name__)
 
 
-#: Per-segment statistics of a ``slca_grpo`` call, logged by the ``slca_sync`` trainer (all over the batch's rows):
+#: Per-segment statistics of a ``slca_grpo`` call, logged by the ``slca_*`` trainer modes (all over the batch's rows):
 SEGMENT_METRICS = {
     "slca/has_tool/frac": "fraction of responses with a tool segment",
     "slca/has_summary/frac": "fraction of responses with a summary segment",
@@ -44,18 +42,6 @@ SEGMENT_METRICS = {
     "slca/tool_tokens/mean": "tool-segment tokens per response, as the estimator received them",
     "slca/summary_tokens/mean": "summary-segment tokens per response, as the estimator received them",
 }
-_STATS: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("slca_segment_stats", default=None)
-
-
-@contextlib.contextmanager
-def collect_segment_stats() -> Iterator[dict]:
-    """Collect :data:`SEGMENT_METRICS` of the ``slca_grpo`` call made inside the block into the yielded dict."""
-    stats: dict = {}
-    token = _STATS.set(stats)
-    try:
-        yield stats
-    finally:
-        _STATS.reset(token)
 
 
 def _masked_stats(values: torch.Tensor, present: torch.Tensor) -> tuple[float, float, float]:
@@ -67,9 +53,9 @@ def _masked_stats(values: torch.Tensor, present: torch.Tensor) -> tuple[float, f
 
 
 def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum) -> None:
-    stats = _STATS.get()
-    if stats is None:
+    if not handover.collecting_metrics():
         return
+    stats = {}
     stats["slca/tool_tokens/mean"] = float(n_tool.mean()) if n_tool.numel() else 0.0
     stats["slca/summary_tokens/mean"] = float(n_sum.mean()) if n_sum.numel() else 0.0
     for seg, r, a, has in (("tool", r_tool, a_tool, has_tool), ("summary", r_sum, a_sum, has_sum)):
@@ -79,6 +65,7 @@ def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_too
         stats[f"slca/adv_{seg}/mean"] = mean
         stats[f"slca/adv_{seg}/std"] = std
         stats[f"slca/adv_{seg}/zero_frac"] = zero
+    handover.record_metrics(stats)
 
 
 def _cfg(config: Any, key: str, default: Any) -> Any:
@@ -193,15 +180,15 @@ def slca_settings(config: Any) -> dict:
 def explicit_segment_ids(
     estimator: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
 ) -> Optional[torch.Tensor]:
-    """The explicit ids an estimator should use: its ``segment_ids`` argument, else the ``slca_sync`` trainer's
-    (:func:`slca_verl.segments.current_explicit_segment_ids`), else None (segments from response_mask runs).
+    """The explicit ids an estimator should use: its ``segment_ids`` argument, else those an ``slca_*`` trainer
+    handed over (:func:`slca_verl.handover.current_segment_ids`), else None (segments from response_mask runs).
 
     Raises:
         ValueError: ids whose shape differs from response_mask's, or float ids that are not whole numbers (the
             fused kernel's int8 copy would otherwise truncate 0.5 to 0, an observation, without a word).
     """
     if segment_ids is None:
-        segment_ids = segments.current_explicit_segment_ids()
+        segment_ids = handover.current_segment_ids()
     if segment_ids is not None and segment_ids.shape != response_mask.shape:
         raise ValueError(
             f"{estimator}: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
@@ -425,7 +412,7 @@ def _segment_advantages(
     r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A^tool and A^sum, shape (bs,) each, from the segment rewards and presence flags (both implementations), with
-    the scalar-reward warning and the ``slca_sync`` statistics."""
+    the scalar-reward warning and the statistics of the ``slca_*`` trainer modes."""
     _warn_if_scalar_reward(r_tool, has_tool)
     gidx, num_groups = group_index(index, r_tool.device)
     eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
@@ -446,7 +433,6 @@ def _with_turn_credit(advantages, token_level_rewards, response_mask, index, seg
     else:
         tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
     gidx, num_groups = group_index(index, advantages.device)
-    stats = _STATS.get()
     return turn_credit.per_turn_advantages(
         advantages,
         token_level_rewards,
@@ -458,7 +444,7 @@ def _with_turn_credit(advantages, token_level_rewards, response_mask, index, seg
         cfg["norm_adv_by_std_in_grpo"],
         cfg["lambda_tool"],
         int(cfg["turn_min_pool"]),
-        record=stats.update if stats is not None else None,
+        record=handover.record_metrics,
     )
 
 
@@ -482,8 +468,8 @@ def compute_slca_grpo_advantage(
         config: verl's ``algorithm`` config. Reads ``norm_adv_by_std_in_grpo`` and the optional
             ``algorithm.slca.{lambda_tool, lambda_sum, epsilon}`` (defaults 1.0, 1.0, 1e-6).
         segment_ids: optional `(torch.Tensor)` shape (bs, response_length) with
-            0 = observation, 1 = tool, 2 = summary. When absent, the ids set by the ``slca_sync`` trainer
-            (:func:`slca_verl.segments.explicit_segment_ids`) are used, else segments come from response_mask
+            0 = observation, 1 = tool, 2 = summary. When absent, the ids an ``slca_*`` trainer mode handed
+            over (:mod:`slca_verl.handover`) are used, else segments come from response_mask
             runs (last run = summary, earlier runs = tool).
 
     Formula, for segment s in {tool, sum} and group g:
@@ -511,7 +497,7 @@ def compute_slca_grpo_advantage(
         _warn_once(
             "abstention_credit",
             "slca_grpo: algorithm.slca.abstention_credit=true has no effect without explicit segment ids: it is the "
-            "slca_tool_agent loop (with the slca_sync trainer) that labels the decision token of a rollout without "
+            "slca_tool_agent loop (with an slca_* trainer mode) that labels the decision token of a rollout without "
             "tool calls. (Shown once.)",
         )
 
@@ -535,7 +521,7 @@ def compute_slca_grpo_advantage(
         r_sum = torch.empty_like(r_tool)
         has_tool = torch.empty(bs, dtype=torch.bool, device=device)
         has_sum = torch.empty_like(has_tool)
-        want_stats = _STATS.get() is not None  # token counts only for the slca_sync metrics
+        want_stats = handover.collecting_metrics()  # token counts only for the trainer's metrics
         n_tool = torch.zeros(bs if want_stats else 0, dtype=torch.float32, device=device)
         n_sum = torch.zeros_like(n_tool)
 

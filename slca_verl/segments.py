@@ -17,14 +17,10 @@ Two ways to obtain them:
   run is the summary, earlier runs are tool calls. A single run is a summary only. This is the authors' rule; it
   mislabels an episode cut by a length or turn limit (it ends on a tool-call turn, which becomes "summary").
 * **Explicit ids** written per token by ``slca_tool_agent`` (which knows which turns carried calls) and delivered
-  to the estimator by the ``slca_sync`` trainer mode through :func:`explicit_segment_ids`.
+  to the estimator by the ``slca_*`` trainer modes (:mod:`slca_verl.handover`).
 """
 
 from __future__ import annotations
-
-import contextlib
-import contextvars
-from typing import Iterator, Optional
 
 import torch
 
@@ -32,12 +28,8 @@ OBSERVATION = 0
 TOOL = 1
 SUMMARY = 2
 
-#: Name of the per-token field the agent loop writes and the ``slca_sync`` trainer fetches from TransferQueue.
+#: Name of the per-token field the agent loop writes and the ``slca_*`` trainer modes fetch from TransferQueue.
 SEGMENT_IDS_FIELD = "slca_segment_ids"
-
-_EXPLICIT_IDS: contextvars.ContextVar[Optional[torch.Tensor]] = contextvars.ContextVar(
-    "slca_explicit_segment_ids", default=None
-)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -160,23 +152,3 @@ def segment_masks_from_ids(segment_ids: torch.Tensor, response_mask: torch.Tenso
     summary = torch.empty_like(ids_f)
     fill_masks_from_ids(ids_f, response_mask.to(torch.float32), summary)
     return ids_f.bool(), summary.bool()
-
-
-@contextlib.contextmanager
-def explicit_segment_ids(segment_ids: torch.Tensor) -> Iterator[None]:
-    """Make per-token segment ids visible to ``slca_grpo`` for the duration of the block.
-
-    verl's ``compute_advantage`` passes a custom estimator only token_level_rewards, response_mask, index and
-    config, so the ``slca_sync`` trainer hands the ids over through this context variable instead of copying
-    verl's advantage code.
-    """
-    token = _EXPLICIT_IDS.set(segment_ids)
-    try:
-        yield
-    finally:
-        _EXPLICIT_IDS.reset(token)
-
-
-def current_explicit_segment_ids() -> Optional[torch.Tensor]:
-    """The ids set by :func:`explicit_segment_ids`, or None outside such a block."""
-    return _EXPLICIT_IDS.get()

@@ -1,23 +1,31 @@
-"""``slca_sync``: verl's synchronous v1 trainer, handing explicit per-token segment ids to ``slca_grpo``.
+"""``slca_<mode>``: verl's v1 trainer modes, handing the batch's segment ids and reward components to the estimator.
 
-Use it when the rollout comes from ``slca_tool_agent``, which knows which assistant turns carried tool calls::
+verl 0.9.1 registers three v1 trainer modes (``sync``, ``colocate_async``, ``separate_async``); this module
+registers one ``slca_`` counterpart of each, so the rule is: keep the mode you use and prefix it::
 
-    trainer.v1.trainer_mode=slca_sync algorithm.adv_estimator=slca_grpo
+    trainer.v1.trainer_mode=slca_sync            algorithm.adv_estimator=slca_grpo
+    trainer.v1.trainer_mode=slca_colocate_async  algorithm.adv_estimator=slca_grpo
+    trainer.v1.trainer_mode=slca_separate_async  algorithm.adv_estimator=slca_grpo
 
-It also logs ``slca_grpo``'s per-segment statistics (``slca/adv_tool/mean`` ..., see
-:data:`slca_verl.core_algos.SEGMENT_METRICS`) and, for every estimator, the batch means of the reward's extra keys
-(``reward_extra/r_tool/mean`` ..., :func:`reward_extra_metrics`), which verl's v1 trainer logs for validation only.
-With an estimator that ignores segment ids (e.g. ``grpo``) it is verl's sync trainer plus those metrics.
+Each is verl's trainer of that mode, unchanged, except its advantage step (:meth:`SLCAHandover._compute_advantage`):
+it fetches what the estimator needs beyond verl's arguments from TransferQueue with the batch — the agent loop's
+per-token ``slca_segment_ids`` for the estimators that read them, every row's ``reward_extra_info`` — hands it over
+in one :class:`slca_verl.handover.EstimatorInputs` around verl's own advantage call, and logs the estimator's
+``slca/*`` statistics, the batch means of the reward's extra keys (``reward_extra/r_tool/mean`` ...,
+:func:`reward_extra_metrics`; verl's v1 trainer logs them for validation only) and the judge-noise leak
+(``slca/corr_adv_tool_judge_noise``). With an estimator that reads none of it (e.g. ``grpo``) it is verl's trainer
+of that mode plus those metrics.
 
-Without it, ``slca_grpo`` derives segments from response_mask runs (last run = summary), which mislabels an
-episode cut by a length or turn limit. Everything else is verl's ``sync`` trainer, unchanged: the mode is reset to
-"sync" before verl reads it, because verl's trainer base compares ``trainer_mode`` with the string "sync" in
-several places and would otherwise silently take its asynchronous code paths.
+Without an ``slca_`` mode, ``slca_grpo`` derives segments from response_mask runs (last run = summary), which
+mislabels an episode cut by a length or turn limit, and logs no ``slca/*`` metrics. The mode is reset to verl's
+name before verl reads it, because verl's trainer base compares ``trainer_mode`` with "sync" in several places (the
+replay buffer, staleness, refills) and reads ``trainer.v1.<mode>`` for the mode's settings: staleness control,
+partial rollouts and warm-up batches stay verl's. verl registering a new mode makes
+``tests/test_verl_integration.py`` fail until it has its ``slca_`` line here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 
@@ -25,33 +33,39 @@ import numpy as np
 import torch
 import transfer_queue as tq
 from omegaconf import open_dict
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync
 from verl.trainer.ppo.v1.trainer_base import register_trainer
-from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from slca_verl.baselines import GDPO_V1, gdpo_components
-from slca_verl.core_algos import collect_segment_stats
+from slca_verl import handover
 from slca_verl.reward_layout import finite_number
-from slca_verl.segments import SEGMENT_IDS_FIELD, TOOL, explicit_segment_ids
+from slca_verl.segments import SEGMENT_IDS_FIELD, TOOL
 
 logger = logging.getLogger(__name__)
 
-TRAINER_MODE = "slca_sync"
-
-#: Estimators that read explicit segment ids (``slca_verl.segments.current_explicit_segment_ids``).
-SEGMENT_AWARE_ESTIMATORS = frozenset({"slca_grpo", "toolpo", "rltr"})
+#: The prefix of every trainer mode this module registers: ``slca_<verl's mode>``.
+PREFIX = "slca_"
 
 
-@register_trainer(TRAINER_MODE)
-class SLCASyncTrainer(PPOTrainerSync):
-    """verl's sync trainer whose advantage step fetches ``slca_segment_ids`` from TransferQueue and hands them to
-    the segment-aware estimators (``slca_grpo``, ``toolpo``, ``rltr``)."""
+class SLCAHandover:
+    """Mixin for a verl v1 trainer class: its advantage step hands the estimator the batch's segment ids and reward
+    components (:mod:`slca_verl.handover`) and logs the ``slca/*`` and ``reward_extra/*`` metrics. ``base_mode`` is
+    the verl mode of the class it is mixed into."""
+
+    base_mode: str = ""
 
     def __init__(self, config):
-        if config.trainer.v1.trainer_mode != "sync":
-            logger.info("%s: running verl's sync trainer with explicit segment ids", TRAINER_MODE)
+        mode = config.trainer.v1.trainer_mode
+        if mode != self.base_mode:
+            logger.info("%s: running verl's %s trainer with the SLCA hand-over", mode, self.base_mode)
             with open_dict(config):
-                config.trainer.v1.trainer_mode = "sync"
+                config.trainer.v1.trainer_mode = self.base_mode
+        check_estimator_config(config.algorithm)
         super().__init__(config)
+
+    @property
+    def mode_name(self) -> str:
+        return PREFIX + self.base_mode
 
     def _fetch(self, batch, segment_ids: bool):
         """(padded (bs, L) segment ids or None, per-row reward_extra_info dicts), in verl's row order, in one
@@ -67,26 +81,25 @@ class SLCASyncTrainer(PPOTrainerSync):
         if SEGMENT_IDS_FIELD not in data.keys():
             # TransferQueue drops a requested field that some rows lack, so one check covers "some" and "all".
             raise RuntimeError(
-                f"{TRAINER_MODE}: the field '{SEGMENT_IDS_FIELD}' is missing from some or all rows of the batch. "
+                f"{self.mode_name}: the field '{SEGMENT_IDS_FIELD}' is missing from some or all rows of the batch. "
                 f"It is written by the `slca_tool_agent` agent loop; set "
                 f"actor_rollout_ref.rollout.agent.default_agent_loop=slca_tool_agent (and agent_name in the "
-                f"dataset), or use trainer.v1.trainer_mode=sync to derive segments from response_mask runs."
+                f"dataset), or use trainer.v1.trainer_mode={self.base_mode} to derive segments from response_mask "
+                f"runs."
             )
         return data.to_padded_tensor()[SEGMENT_IDS_FIELD], extras
 
     def _compute_advantage(self, batch, metrics):
         estimator = self.config.algorithm.adv_estimator
-        segment_aware = estimator in SEGMENT_AWARE_ESTIMATORS
-        ids, extras = self._fetch(batch, segment_ids=segment_aware)
+        ids, extras = self._fetch(batch, segment_ids=estimator in handover.READS_SEGMENT_IDS)
         metrics.update(reward_extra_metrics(extras))
-        with contextlib.ExitStack() as stack:
-            if segment_aware:
-                stack.enter_context(explicit_segment_ids(ids))
-            if estimator == GDPO_V1:  # verl's gdpo, handed the components the v1 trainer does not pass
-                stack.enter_context(gdpo_components(reward_components(extras)))
-            stats = stack.enter_context(collect_segment_stats())
+        inputs = handover.EstimatorInputs(
+            segment_ids=ids,
+            components=reward_components(extras) if estimator in handover.READS_COMPONENTS else None,
+        )
+        with handover.handed_over(inputs):
             batch = super()._compute_advantage(batch, metrics)
-        metrics.update(stats)  # slca_grpo's per-segment statistics (core_algos.SEGMENT_METRICS); {} for the others
+        metrics.update(inputs.metrics)  # the estimator's slca/* statistics; {} for verl's own estimators
         if any(finite_number(e.get("judge_noise", 0.0)) for e in extras):
             metrics.update(self._noise_leak(batch, extras))
         return batch
@@ -115,6 +128,52 @@ class SLCASyncTrainer(PPOTrainerSync):
         a, noise = a - a.mean(), noise - noise.mean()
         denom = float(a.norm() * noise.norm())
         return {"slca/corr_adv_tool_judge_noise": float((a * noise).sum()) / denom} if denom > 0 else {}
+
+
+@register_trainer(PREFIX + "sync")
+class SLCASyncTrainer(SLCAHandover, PPOTrainerSync):
+    """verl's sync trainer (colocated, no partial rollouts) with the SLCA hand-over."""
+
+    base_mode = "sync"
+
+
+@register_trainer(PREFIX + "colocate_async")
+class SLCAColocateAsyncTrainer(SLCAHandover, PPOTrainerColocateAsync):
+    """verl's colocated asynchronous trainer (partial rollouts, warm-up batches) with the SLCA hand-over."""
+
+    base_mode = "colocate_async"
+
+
+@register_trainer(PREFIX + "separate_async")
+class SLCASeparateAsyncTrainer(SLCAHandover, PPOTrainerSeparateAsync):
+    """verl's asynchronous trainer with a standalone rollout pool with the SLCA hand-over."""
+
+    base_mode = "separate_async"
+
+
+def check_estimator_config(algorithm) -> None:
+    """Fail at start-up, naming the key, on what one of our estimators would reject at its first step: its
+    ``algorithm.*`` settings (parsed by running it once on a dummy group of two rows, so the check is the estimator's
+    own) and ``gdpo_v1``'s ``algorithm.gdpo_reward_keys``. verl's own estimators are left to verl."""
+    estimator = algorithm.adv_estimator
+    if estimator in handover.READS_COMPONENTS:
+        keys = list(algorithm.get("gdpo_reward_keys", None) or [])
+        if not keys:
+            raise ValueError(
+                f"{estimator} needs algorithm.gdpo_reward_keys, e.g. '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'"
+            )
+        return
+    if estimator not in handover.READS_SEGMENT_IDS:
+        return
+    rewards = torch.zeros(2, 3)
+    mask = torch.ones(2, 3)
+    with handover.handed_over():  # explicit "no ids": the estimator takes response_mask runs
+        get_adv_estimator_fn(estimator)(
+            token_level_rewards=rewards,
+            response_mask=mask,
+            index=np.array(["g", "g"], dtype=object),
+            config=algorithm,
+        )
 
 
 def reward_extra_metrics(extras: list[dict]) -> dict[str, float]:

@@ -8,8 +8,8 @@ recipe, rollout and reward as ``slca_grpo`` by one override::
 
 with the agent loop's ``reward_layout: slca_turns`` (HierR's per-turn ``step_rewards`` on each tool turn's last
 token, r_sum on the reply). Turns, replies and rows cut by a limit are read as ``slca_grpo`` reads them
-(:mod:`slca_verl.turn_credit`): explicit segment ids (argument or the ``slca_sync`` context), else response_mask
-runs. The outcome of row i is every reward it got, R_i = sum_k r_{i,k} + r_sum_i (what plain GRPO sees).
+(:mod:`slca_verl.turn_credit`): explicit segment ids (argument or an ``slca_*`` trainer mode's hand-over), else
+response_mask runs. The outcome of row i is every reward it got, R_i = sum_k r_{i,k} + r_sum_i (what plain GRPO sees).
 
 Neither estimator is segment-locked: the outcome advantage, judge noise included, reaches every token, as in the
 papers. docs/method.md ("Per-turn credit") compares them with ``credit=turn`` on ``benchmarks/multi_step.py``.

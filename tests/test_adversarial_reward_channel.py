@@ -24,11 +24,12 @@ from slca_verl.agent_loop.output import SLCAAgentLoopOutput
 from slca_verl.agent_loop.parser import parse_hermes_calls
 from slca_verl.agent_loop.reward import compute_score as loop_compute_score
 from slca_verl.core_algos import compute_slca_grpo_advantage
+from slca_verl.handover import handed_over
 from slca_verl.rewards import HierRConfig, Verdict, score_trajectory
 from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.judge import build_messages
 from slca_verl.rewards.parsing import parse_turn_calls
-from slca_verl.segments import OBSERVATION, SUMMARY, TOOL, explicit_segment_ids
+from slca_verl.segments import OBSERVATION, SUMMARY, TOOL
 from slca_verl.sgls import prompt as sgls_prompt
 
 GOLD = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]
@@ -355,7 +356,7 @@ def test_a_failed_judgment_masks_the_summary_out_of_its_groups_statistics():
     rewards = torch.stack([r["rm_scores"] for r in rows])
     mask = torch.tensor([[1, 1, 0, 1, 1, 1]] * 4, dtype=torch.float32)
     seg = torch.stack([r["slca_segment_ids"] for r in rows])
-    with explicit_segment_ids(seg):
+    with handed_over(segment_ids=seg):
         adv, _ = compute_slca_grpo_advantage(
             token_level_rewards=rewards, response_mask=mask, index=np.array(["g"] * 4, dtype=object), config=None
         )

@@ -12,7 +12,7 @@ from conftest import make_batch
 from hydra import compose, initialize_config_dir
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import segments
+from slca_verl import handover
 from slca_verl.baselines import compute_rltr_advantage, compute_toolpo_advantage
 from slca_verl.reward_layout import get_layout
 from slca_verl.segments import OBSERVATION as O
@@ -126,7 +126,7 @@ def test_toolpo_without_tool_segments_equals_verl_grpo_on_the_success_reward():
 def test_toolpo_reads_explicit_ids_from_the_slca_sync_context(toolpo_batch):
     rm, mask, seg, index = toolpo_batch
     direct, _ = compute_toolpo_advantage(token_level_rewards=rm, response_mask=mask, index=index, segment_ids=seg)
-    with segments.explicit_segment_ids(seg):
+    with handover.handed_over(segment_ids=seg):
         via_context, _ = compute_toolpo_advantage(token_level_rewards=rm, response_mask=mask, index=index)
     assert torch.equal(direct, via_context)
 
@@ -312,7 +312,7 @@ def test_verl_compute_advantage_dispatches_to_the_registered_estimator_with_hydr
         rm, mask, seg = laid_out("rltr", list(seg), [{"rltr_total": v} for v in (1.0, 0.2, 0.0, 0.5, 0.0)])
     cfg = algo_cfgs[name]
     data = DataProto.from_dict(tensors={"token_level_rewards": rm, "response_mask": mask}, non_tensors={"uid": index})
-    with segments.explicit_segment_ids(seg):
+    with handover.handed_over(segment_ids=seg):
         out = compute_advantage(data, adv_estimator=cfg.adv_estimator, config=cfg)
         direct, _ = get_adv_estimator_fn(name)(token_level_rewards=rm, response_mask=mask, index=index, config=cfg)
     torch.testing.assert_close(out.batch["advantages"], direct)

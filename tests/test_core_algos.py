@@ -11,7 +11,7 @@ from conftest import make_batch
 from reference import reference_slca
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import core_algos, segments
+from slca_verl import core_algos, handover, segments
 from slca_verl.core_algos import compute_slca_grpo_advantage
 
 EPS = 1e-6
@@ -198,10 +198,10 @@ def test_explicit_ids_handle_an_episode_cut_on_a_tool_turn():
     torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
 
     # the same tensors through the trainer's hand-over (context variable) give the same result
-    with segments.explicit_segment_ids(ids):
+    with handover.handed_over(segment_ids=ids):
         via_context, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
     assert torch.equal(via_context, adv)
-    assert segments.current_explicit_segment_ids() is None
+    assert handover.current() is None
 
 
 def test_explicit_ids_that_disagree_with_the_mask_are_rejected():
@@ -324,8 +324,9 @@ def test_a_segment_with_zero_advantage_stays_exactly_zero_beside_a_nonzero_one()
 
 def test_segment_statistics_are_collected_when_asked(two_groups):
     rewards, mask, index = two_groups
-    with core_algos.collect_segment_stats() as stats:
+    with handover.handed_over() as inputs:
         compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
+    stats = inputs.metrics
     assert set(stats) == set(core_algos.SEGMENT_METRICS)
     # tool segments: rows 0, 1 (group a) and 3 (alone in group b -> advantage 0)
     assert stats["slca/has_tool/frac"] == pytest.approx(3 / 5)
@@ -338,10 +339,10 @@ def test_segment_statistics_are_collected_when_asked(two_groups):
     z = zscore([0.4, 0.9, 0.5])
     assert stats["slca/adv_summary/std"] == pytest.approx(math.sqrt(sum(x * x for x in z) / 4), rel=1e-5)
     # outside the block nothing is collected
-    with core_algos.collect_segment_stats() as other:
+    with handover.handed_over() as other:
         pass
     compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
-    assert other == {}
+    assert other.metrics == {}
 
 
 def test_every_segment_metric_is_documented_in_the_method_page():

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import core_algos, fused, segments
+from slca_verl import core_algos, fused, handover, segments
 
 TORCH = {"slca": {"kernel": "torch"}}
 
@@ -90,11 +90,11 @@ def test_the_segment_statistics_match_the_torch_paths():
     rewards, mask, index = make_batch(7, 40, 30, max_turns=4, group_size=5)
     stats = []
     for config in (None, TORCH):
-        with core_algos.collect_segment_stats() as s:
+        with handover.handed_over() as inputs:
             get_adv_estimator_fn("slca_grpo")(
                 token_level_rewards=rewards, response_mask=mask, index=index, config=config
             )
-        stats.append(s)
+        stats.append(inputs.metrics)
     assert stats[0].keys() == stats[1].keys() == set(core_algos.SEGMENT_METRICS)
     assert stats[0] == pytest.approx(stats[1], rel=1e-5, abs=1e-6)
 

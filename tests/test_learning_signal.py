@@ -29,6 +29,7 @@ from agent_loop_helpers import (
 )
 from transfer_queue.metadata import KVBatchMeta
 
+from slca_verl import handover
 from slca_verl.agent_loop.reward import compute_score
 from slca_verl.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
 from slca_verl.trainer import SLCASyncTrainer
@@ -83,13 +84,11 @@ def advantages_from_trainer(tq, keys, cfg, fault=None, monkeypatch=None):
     if fault == "tool_sign_flipped":  # the estimator's tool advantages come out negated
         from verl.trainer.ppo import core_algos
 
-        import slca_verl.segments as seg
-
         fn = core_algos.ADV_ESTIMATOR_REGISTRY["slca_grpo"]
 
         def flipped(**kwargs):
             adv, ret = fn(**kwargs)
-            tool = (seg.current_explicit_segment_ids() == TOOL)[:, : adv.shape[1]]
+            tool = (handover.current_segment_ids() == TOOL)[:, : adv.shape[1]]
             adv = torch.where(tool, -adv, adv)
             return adv, adv
 
@@ -97,13 +96,11 @@ def advantages_from_trainer(tq, keys, cfg, fault=None, monkeypatch=None):
     if fault == "routed_to_summary":  # each row's tool advantage lands on its summary tokens and vice versa
         from verl.trainer.ppo import core_algos
 
-        import slca_verl.segments as seg
-
         fn = core_algos.ADV_ESTIMATOR_REGISTRY["slca_grpo"]
 
         def misrouted(**kwargs):
             adv, ret = fn(**kwargs)
-            ids = seg.current_explicit_segment_ids()[:, : adv.shape[1]]
+            ids = handover.current_segment_ids()[:, : adv.shape[1]]
             tool, summ = (ids == TOOL).float(), (ids == SUMMARY).float()
             a_tool = (adv * tool).sum(-1) / tool.sum(-1).clamp(min=1)
             a_sum = (adv * summ).sum(-1) / summ.sum(-1).clamp(min=1)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_turn_credit import batch, row
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import segments
+from slca_verl import handover
 from slca_verl.segments import OBSERVATION
 
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
@@ -103,7 +103,7 @@ def test_verl_compute_advantage_dispatches_with_the_hydra_config(name, key):
         tensors={"token_level_rewards": rewards, "response_mask": mask},
         non_tensors={"uid": np.array(["u"] * 3, dtype=object)},
     )
-    with segments.explicit_segment_ids(ids):  # the slca_sync trainer's hand-over
+    with handover.handed_over(segment_ids=ids):  # the slca_* trainer modes' hand-over
         out = compute_advantage(data, adv_estimator=cfg.adv_estimator, config=cfg).batch["advantages"]
     default, _ = get_adv_estimator_fn(name)(
         token_level_rewards=rewards, response_mask=mask, index=np.zeros(3), config=None, segment_ids=ids

@@ -12,7 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_verl.core_algos import collect_segment_stats, compute_slca_grpo_advantage
+from slca_verl import handover
+from slca_verl.core_algos import compute_slca_grpo_advantage
 from slca_verl.segments import OBSERVATION, SUMMARY, TOOL
 
 TURN = {"slca": {"credit": "turn"}}
@@ -268,8 +269,9 @@ def test_any_group_gives_finite_advantages_only_on_trained_tokens(spec, norm):
 def test_per_turn_statistics_reach_the_step_logs_and_bad_settings_fail_at_start_up():
     rows = [row([1.0, 0.0], 0.5), row([1.0], 1.0), row([0.0, 1.0], None)]
     ids, rewards, mask = batch(rows)
-    with collect_segment_stats() as stats:
+    with handover.handed_over() as inputs:
         compute_slca_grpo_advantage(rewards, mask, np.array([0] * 3), TURN, segment_ids=ids)
+    stats = inputs.metrics
     assert math.isclose(stats["slca/turns/mean"], 5 / 3, rel_tol=1e-6)
     assert math.isclose(stats["slca/turn2/reward_mean"], 0.5, rel_tol=1e-6)  # over A and C, the rows with a second turn
     assert math.isclose(stats["slca/turn1/reward_mean"], 2 / 3, rel_tol=1e-6)

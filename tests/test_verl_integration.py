@@ -15,8 +15,8 @@ from conftest import make_batch
 from hydra import compose, initialize_config_dir
 from reference import reference_slca
 
-from slca_verl import plugin, segments
-from slca_verl.trainer import SLCASyncTrainer
+from slca_verl import handover, plugin, segments, trainer
+from slca_verl.trainer import SLCAColocateAsyncTrainer, SLCAHandover, SLCASeparateAsyncTrainer, SLCASyncTrainer
 
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
 BASE_OVERRIDES = [
@@ -217,24 +217,95 @@ def test_v1_sync_trainer_computes_slca_advantages_from_transfer_queue(transfer_q
     assert torch.count_nonzero(expected) > 0
 
 
-def test_slca_sync_trainer_hands_explicit_segment_ids_to_the_estimator(transfer_queue):
+SLCA_TRAINERS = [SLCASyncTrainer, SLCAColocateAsyncTrainer, SLCASeparateAsyncTrainer]
+
+
+def test_every_verl_trainer_mode_has_its_slca_counterpart():
+    """The rule users rely on: ``slca_<mode>`` is verl's ``<mode>`` trainer with the hand-over, for every v1 mode
+    verl registers (this fails when a verl upgrade adds a mode without its slca_ line)."""
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    verl_modes = {m for m, cls in TRAINER_REGISTRY.items() if not issubclass(cls, SLCAHandover)}
+    assert {"sync", "colocate_async", "separate_async"} <= verl_modes
+    for mode in verl_modes:
+        cls = get_trainer_cls(trainer.PREFIX + mode)
+        assert issubclass(cls, SLCAHandover) and issubclass(cls, get_trainer_cls(mode))
+        assert cls.base_mode == mode
+        # the hand-over's advantage step comes first in the method order, verl's mode keeps everything else
+        assert cls._compute_advantage is SLCAHandover._compute_advantage
+        assert cls.on_step_end is get_trainer_cls(mode).on_step_end
+
+
+@pytest.mark.parametrize("cls", SLCA_TRAINERS, ids=lambda c: c.base_mode)
+def test_every_slca_mode_hands_explicit_segment_ids_to_the_estimator(transfer_queue, cls):
     """Rows whose last turn is a tool call (cut by a limit) keep it as a tool segment only with explicit ids."""
     rewards, mask, index = make_batch(12, bs=16, L=40, max_turns=3, group_size=4)
     ids = segments.segment_ids_from_response_mask(mask)
     cut = torch.arange(16) % 3 == 0  # every third episode ended on a tool-call turn: relabel its last run
     ids[cut] = torch.where(ids[cut] == segments.SUMMARY, torch.tensor(segments.TOOL, dtype=torch.int8), ids[cut])
-    meta = put_rows(transfer_queue, rewards, mask, index, ids=ids, tag="explicit")
-    cfg = compose_ppo("algorithm.adv_estimator=slca_grpo", "trainer.v1.trainer_mode=slca_sync")
+    meta = put_rows(transfer_queue, rewards, mask, index, ids=ids, tag=f"explicit{cls.base_mode}")
+    cfg = compose_ppo("algorithm.adv_estimator=slca_grpo", f"trainer.v1.trainer_mode=slca_{cls.base_mode}")
     metrics = {}
-    bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics=metrics)
+    bare_trainer(cls, cfg)._compute_advantage(meta, metrics=metrics)
     adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 40)
     # the step's metrics carry slca_grpo's per-segment statistics, from the explicit ids
     has_summary = (ids == segments.SUMMARY).any(-1).float().mean().item()
     assert metrics["slca/has_summary/frac"] == pytest.approx(has_summary)
+    assert metrics["slca/tool_tokens/mean"] == pytest.approx((ids == segments.TOOL).sum(-1).float().mean().item())
     expected = reference_slca(rewards, mask, index, ids=ids)
     torch.testing.assert_close(adv.double(), expected, rtol=1e-4, atol=1e-5)
     # and it differs from what response_mask runs alone would give
     assert not torch.allclose(expected, reference_slca(rewards, mask, index), atol=1e-3)
+    assert handover.current() is None  # the hand-over ends with the step
+
+
+@pytest.mark.parametrize("estimator", ["gigpo", "mt_grpo"])
+def test_the_per_turn_comparators_get_the_segment_ids_too(transfer_queue, monkeypatch, estimator):
+    """gigpo and mt_grpo read turns from segment ids like slca_grpo (a row cut on a tool turn has no reply)."""
+    from verl.trainer.ppo import core_algos as verl_algos
+
+    rewards, mask, index = make_batch(15, bs=12, L=30, max_turns=3, group_size=4)
+    rewards = (rewards > 0.5).float()  # step rewards 0 / 1, so that rows share states (progress so far)
+    ids = segments.segment_ids_from_response_mask(mask)
+    cut = torch.arange(12) % 3 == 0
+    ids[cut] = torch.where(ids[cut] == segments.SUMMARY, torch.tensor(segments.TOOL, dtype=torch.int8), ids[cut])
+    meta = put_rows(transfer_queue, rewards, mask, index, ids=ids, tag=f"turns{estimator}")
+    cfg = compose_ppo(f"algorithm.adv_estimator={estimator}", "trainer.v1.trainer_mode=slca_colocate_async")
+    fn = verl_algos.get_adv_estimator_fn(estimator)
+    seen = []
+
+    def spy(**kwargs):
+        seen.append(handover.current_segment_ids())
+        return fn(**kwargs)
+
+    monkeypatch.setitem(verl_algos.ADV_ESTIMATOR_REGISTRY, estimator, spy)
+    bare_trainer(SLCAColocateAsyncTrainer, cfg)._compute_advantage(meta, metrics={})
+    assert len(seen) == 1 and torch.equal(padded(seen[0], 30), ids)
+    adv = padded(fetch_advantages(transfer_queue, meta).to_padded_tensor()["advantages"], 30)
+    with_ids, _ = fn(
+        token_level_rewards=rewards, response_mask=mask, index=index, config=cfg.algorithm, segment_ids=ids
+    )
+    torch.testing.assert_close(adv, with_ids, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["algorithm.adv_estimator=slca_grpo", "+algorithm.slca.lambda_tol=1.0"], r"algorithm\.slca.*lambda_tol"),
+        (["algorithm.adv_estimator=slca_grpo", "+algorithm.slca.credit=turns"], r"algorithm\.slca\.credit"),
+        (["algorithm.adv_estimator=gigpo", "+algorithm.gigpo.mode=mean"], r"algorithm\.gigpo\.mode"),
+        (["algorithm.adv_estimator=gdpo_v1"], r"algorithm\.gdpo_reward_keys"),
+    ],
+)
+@pytest.mark.parametrize("cls", SLCA_TRAINERS, ids=lambda c: c.base_mode)
+def test_a_bad_estimator_setting_fails_at_start_up_naming_the_key(cls, overrides, message):
+    """Before verl builds anything (workers, Ray), not at the first advantage step after the first rollout."""
+    cfg = compose_ppo(*overrides, f"trainer.v1.trainer_mode=slca_{cls.base_mode}")
+    with pytest.raises(ValueError, match=message):
+        cls(cfg)
+    trainer.check_estimator_config(compose_ppo("algorithm.adv_estimator=slca_grpo").algorithm)  # defaults pass
+    trainer.check_estimator_config(compose_ppo("algorithm.adv_estimator=grpo").algorithm)  # verl's: left to verl
 
 
 def test_slca_sync_trainer_fails_clearly_when_rows_lack_segment_ids(transfer_queue):
@@ -245,17 +316,17 @@ def test_slca_sync_trainer_fails_clearly_when_rows_lack_segment_ids(transfer_que
         bare_trainer(SLCASyncTrainer, cfg)._compute_advantage(meta, metrics={})
 
 
-def test_slca_sync_mode_keeps_verl_sync_semantics():
-    """verl compares trainer_mode with "sync"; the slca_sync trainer must take the synchronous replay buffer."""
+@pytest.mark.parametrize("cls", [SLCASyncTrainer, SLCAColocateAsyncTrainer], ids=lambda c: c.base_mode)
+def test_an_slca_mode_keeps_its_verl_modes_semantics(cls):
+    """verl compares trainer_mode with "sync" and reads trainer.v1.<mode>: slca_sync must take the synchronous
+    replay buffer, slca_colocate_async the asynchronous one with the mode's own settings."""
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
-    cfg = compose_ppo("algorithm.adv_estimator=slca_grpo", "trainer.v1.trainer_mode=slca_sync")
-    try:
-        trainer = SLCASyncTrainer(cfg)
-    except Exception as e:  # pragma: no cover - depends on verl internals that need GPUs
-        pytest.skip(f"verl's trainer __init__ needs more than CPU here: {e}")
-    assert trainer.trainer_mode == "sync"
-    assert type(trainer.replay_buffer) is ReplayBuffer and not isinstance(trainer.replay_buffer, ReplayBufferAsync)
+    cfg = compose_ppo("algorithm.adv_estimator=slca_grpo", f"trainer.v1.trainer_mode=slca_{cls.base_mode}")
+    trainer = cls(cfg)
+    assert trainer.trainer_mode == cls.base_mode == cfg.trainer.v1.trainer_mode
+    expected = ReplayBuffer if cls.base_mode == "sync" else ReplayBufferAsync
+    assert type(trainer.replay_buffer) is expected
 
 
 @pytest.mark.parametrize("estimator", ["toolpo", "rltr"])
@@ -336,14 +407,12 @@ def test_gdpo_v1_in_slca_sync_equals_verls_gdpo_on_the_legacy_trainers_fields(tr
 def test_gdpo_v1_outside_slca_sync_or_without_its_keys_fails_naming_the_setting():
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-    from slca_verl.baselines import gdpo_components
-
     fn = get_adv_estimator_fn("gdpo_v1")
     cfg = compose_ppo("algorithm.adv_estimator=gdpo_v1", "+algorithm.gdpo_reward_keys=[r_tool,r_sum]").algorithm
     args = dict(token_level_rewards=torch.zeros(2, 3), response_mask=torch.ones(2, 3), index=np.array(["a", "a"]))
     with pytest.raises(RuntimeError, match="trainer.v1.trainer_mode=slca_sync"):
         fn(config=cfg, **args)
-    with gdpo_components({"r_tool": np.zeros(2)}), pytest.raises(ValueError, match=r"\['r_sum'\]"):
+    with handover.handed_over(components={"r_tool": np.zeros(2)}), pytest.raises(ValueError, match=r"\['r_sum'\]"):
         fn(config=cfg, **args)
 
 
