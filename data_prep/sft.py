@@ -57,9 +57,9 @@ ROLES = {
 def from_rl_row(row: dict, no_call_reply: str | None = None) -> tuple[list[dict] | None, str]:
     """(messages, "") for one RL-parquet row, or (None, reason)."""
     prompt = [{"role": m["role"], "content": m["content"]} for m in read_messages(row["prompt"])]
-    gt = plain(row["reward_model"])["ground_truth"]
-    gt = plain(gt)
-    gold = plain(gt.get("gold_tool_calls") or [])
+    gt = plain(row["reward_model"], json_text="any")["ground_truth"]
+    gt = plain(gt, json_text="any")
+    gold = plain(gt.get("gold_tool_calls") or [], json_text="any")
     if gold and gold[0]:
         if limits.non_finite_path(gold[0]) is not None:
             return None, "non_finite_number"
@@ -85,7 +85,7 @@ def from_sharegpt(record: dict) -> tuple[list[dict] | None, str]:
         if role is None or not isinstance(content, str):
             return None, "unknown_role"
         messages.extend(_one_call_per_block(role, content))
-    tools = plain(record.get("tools")) or []
+    tools = plain(record.get("tools"), json_text="any") or []
     if tools and not any(m["role"] == "system" and "<tools>" in m["content"] for m in messages):
         system = hermes.system_prompt(normalize_tools(tools))
         if messages and messages[0]["role"] == "system":

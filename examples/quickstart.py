@@ -41,6 +41,7 @@ import numpy as np
 import torch
 import verl  # noqa: F401  (loads the slca_verl plugin: slca_grpo, slca_tool_agent)
 
+from slca_verl.toolcall.rows import plain
 from slca_verl.toy import task as T
 from slca_verl.toy.policy import TinyPolicy
 
@@ -92,17 +93,7 @@ def prepare_rows(workdir: str) -> list[dict]:
 
 def loop_kwargs(row: dict, uid: str) -> dict:
     """The keyword arguments verl's AgentLoopWorker hands an agent loop for one parquet row."""
-
-    def plain(x):
-        if isinstance(x, np.ndarray):
-            return [plain(v) for v in x.tolist()]
-        if isinstance(x, dict):
-            return {k: plain(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [plain(v) for v in x]
-        return x
-
-    row = plain(row)
+    row = plain(row)  # parquet's numpy arrays as lists, JSON text kept as text
     return {
         "raw_prompt": row["prompt"],
         "data_source": row["data_source"],

@@ -103,3 +103,45 @@ def test_one_truncation_for_the_library_cuts_as_verl_and_says_how_much():
     assert truncate(text, 4, "right") == "abcd...(truncated)"
     assert truncate(text, 4, marker="[{cut} cut]") == "ab[6 cut]ij"
     assert truncate(text, 1, marker="|") == "a|j"  # never text[-0:], which would keep the whole text
+
+
+def test_plain_is_the_one_conversion_to_python_values_each_caller_relies_on(tmp_path):
+    """numpy arrays and scalars as parquet and verl hand them back, OmegaConf containers (reward_kwargs), tuples and
+    None; JSON text decoded as each caller needs: never (HierR, the agent loop), every cell once (SFT, the CPU
+    model's warm-up), arrays / objects recursively (evaluation's row key)."""
+    import numpy as np
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from slca_verl.toolcall.limits import MAX_DEPTH, RecordError
+    from slca_verl.toolcall.rows import plain
+
+    gold = '[[{"name": "f", "arguments": {"x": "42"}}]]'
+    row = {
+        "prompt": [{"role": "user", "content": '{"q": 1}'}],
+        "reward_model": {"ground_truth": {"gold_tool_calls": gold, "tags": ["a", "b"], "n": 3, "none": None}},
+    }
+    pd.DataFrame([row]).to_parquet(tmp_path / "r.parquet")
+    back = pd.read_parquet(tmp_path / "r.parquet").to_dict("records")[0]
+    assert isinstance(back["prompt"], np.ndarray)  # what every caller gets from parquet
+    as_python = plain(back)
+    assert as_python == row and type(as_python["reward_model"]["ground_truth"]["n"]) is int
+    assert plain(np.float32(0.5)) == 0.5 and type(plain(np.int64(2))) is int and plain(None) is None
+    assert plain((1, np.array([2, 3]))) == [1, [2, 3]] and plain({1: "x"}) == {"1": "x"}
+    assert plain(OmegaConf.create({"urls": ["u"], "ref": "${urls}"})) == {"urls": ["u"], "ref": ["u"]}
+    assert plain({"w": OmegaConf.create([1, 2])}) == {"w": [1, 2]}
+
+    # keep (the default): a tool argument "42" or a JSON tool response stays the text the policy / the tool wrote
+    assert plain(back)["prompt"][0]["content"] == '{"q": 1}' and plain("42") == "42"
+    # any: every string once, not what it decodes to; a string that is not JSON stays
+    gt = plain(back["reward_model"], json_text="any")["ground_truth"]
+    assert gt["gold_tool_calls"] == [[{"name": "f", "arguments": {"x": "42"}}]] and gt["tags"] == ["a", "b"]
+    assert plain(["42", "true", "not json"], json_text="any") == [42, True, "not json"]
+    # containers: arrays and objects, recursively; scalars stay text
+    assert plain(['{"a": "[1]"}', "42"], json_text="containers") == [{"a": [1]}, "42"]
+    deep = "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5)
+    assert plain(deep, json_text="containers") == deep  # a key, not a row: the text stays
+    with pytest.raises(RecordError):
+        plain(deep, json_text="any")  # a row reader: the bounds reject the record
+    with pytest.raises(ValueError, match="json_text"):
+        plain("x", json_text="all")

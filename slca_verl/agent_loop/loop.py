@@ -32,7 +32,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import register
 from verl.experimental.agent_loop.tool_agent_loop import (
     AgentData,
@@ -55,6 +55,7 @@ from slca_verl.agent_loop.tools import (
 from slca_verl.reward_layout import credit_layout
 from slca_verl.segments import SUMMARY, TOOL
 from slca_verl.toolcall.formats import get_format
+from slca_verl.toolcall.rows import plain
 from slca_verl.toolcall.text import truncate
 
 logger = logging.getLogger(__name__)
@@ -99,10 +100,6 @@ class _Trajectory:
     seen: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: {k: 0 for k in METRIC_KEYS})
     parsed: list[dict | None] = field(default_factory=list)  # per turn, non-hermes formats: what the loop parsed
-
-
-def to_container(obj: Any) -> Any:
-    return OmegaConf.to_container(obj, resolve=True) if isinstance(obj, (DictConfig, ListConfig)) else obj
 
 
 def _scalar(value: Any) -> Any:
@@ -202,7 +199,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
             OmegaConf.select(self.config, "algorithm.slca.abstention_credit", default=False)
         )
         self.render_tools_in_prompt = render_tools_in_prompt
-        self.sgls_tool = get_sgls_tool(to_container(sgls), sgls_config_path, tools.tools if tools else None)
+        self.sgls_tool = get_sgls_tool(plain(sgls), sgls_config_path, tools.tools if tools else None)
 
     # ------------------------------------------------------------------ verl hooks
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from slca_verl.agent_loop.loop import METRIC_KEYS, to_container
+from slca_verl.agent_loop.loop import METRIC_KEYS
 from slca_verl.reward_layout import finite_number
 from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.compute_score import get_judge
 from slca_verl.rewards.hierr import HierRConfig, empty_result, score_trajectory
+from slca_verl.toolcall.rows import plain
 
 TRAJECTORY_KEY = "slca_trajectory"
 METRICS_KEY = "slca_agent_metrics"
@@ -38,8 +39,8 @@ async def compute_score(
     extra_info = extra_info if isinstance(extra_info, dict) else {}
     pieces = extra_info.get(TRAJECTORY_KEY)
     if isinstance(pieces, dict):
-        kwargs = {k: to_container(v) for k, v in kwargs.items()}
-        ground_truth = to_container(ground_truth)
+        kwargs = {k: plain(v) for k, v in kwargs.items()}
+        ground_truth = plain(ground_truth)
         if ground_truth is None:
             result = empty_result("ground_truth is None")
         else:

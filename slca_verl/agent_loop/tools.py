@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Any
 
-from slca_verl.rewards.parsing import to_python
+from slca_verl.toolcall.rows import plain
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ _SGLS_LOCK = threading.Lock()
 
 def _decode(value: Any) -> tuple[list | None, str]:
     """A schema list from a JSON string / list / numpy array; ``(None, reason)`` when unusable."""
-    value = to_python(value)
+    value = plain(value)
     if isinstance(value, str):
         if not value.strip():
             return None, "empty"
@@ -60,8 +60,8 @@ def row_tool_schemas(row: dict) -> tuple[list[dict] | None, str]:
     Args:
         row: the agent loop's keyword arguments (the dataset row's columns).
     """
-    extra_info = to_python(row.get("extra_info")) or {}
-    reward_model = to_python(row.get("reward_model")) or {}
+    extra_info = plain(row.get("extra_info")) or {}
+    reward_model = plain(row.get("reward_model")) or {}
     ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
     if isinstance(ground_truth, str):
         try:
@@ -139,7 +139,7 @@ def get_sgls_tool(sgls: dict | None = None, sgls_config_path: str | None = None,
             "(actor_rollout_ref.rollout.agent.agent_loop_config_path), or point "
             "actor_rollout_ref.rollout.multi_turn.tool_config_path at an SGLSTool YAML."
         )
-    sgls = {k: v for k, v in to_python(dict(sgls)).items() if k not in ("type", "class_name")}
+    sgls = {k: v for k, v in plain(dict(sgls)).items() if k not in ("type", "class_name")}
     key = json.dumps(sgls, sort_keys=True, default=str)
     with _SGLS_LOCK:
         tool = _SGLS_TOOLS.get(key)

@@ -121,12 +121,6 @@ def init_model(out_dir: str, seed: int = 0, tokenizer=None) -> str:
     return out_dir
 
 
-def _plain(obj: Any) -> Any:
-    from slca_verl.toolcall.rows import plain
-
-    return plain(obj)
-
-
 def _messages(cell: Any) -> list[dict]:
     """A parquet ``messages`` / ``prompt`` cell with its contents verbatim
     (:func:`slca_verl.toolcall.rows.read_messages`): a JSON tool response stays the text the agent loop sends, not a
@@ -221,18 +215,19 @@ async def _gold_dialogues(
     (:func:`undecided_steps`), each version other than the gold one ``alt_repeats`` times; calls written in
     ``tool_format`` (verl's ``multi_turn.format`` names)."""
     from slca_verl.toolcall.formats import get_format
+    from slca_verl.toolcall.rows import plain
 
     fmt = get_format(tool_format)
 
     prompt = [{"role": m["role"], "content": m["content"]} for m in _messages(row["prompt"])]
-    gt = _plain(_plain(row["reward_model"])["ground_truth"])
-    gold = _plain(gt.get("gold_tool_calls") or [])
-    schemas = _plain(row.get("extra_info") or {}).get("tool_schemas") or gt.get("tool_schemas")
+    gt = plain(plain(row["reward_model"], json_text="any")["ground_truth"], json_text="any")
+    gold = plain(gt.get("gold_tool_calls") or [], json_text="any")
+    schemas = plain(row.get("extra_info") or {}, json_text="any").get("tool_schemas") or gt.get("tool_schemas")
     if not gold or not gold[0]:
         return [prompt + [{"role": "assistant", "content": "No tool fits this request, so I answer directly."}]]
     steps = [gold[0]]
     if undecided:
-        versions = undecided_steps(gold[0], _plain(schemas or []))
+        versions = undecided_steps(gold[0], plain(schemas or [], json_text="any"))
         steps = versions[:1] + [v for v in versions[1:] for _ in range(alt_repeats)]
     episodes = []
     for step in steps:

@@ -50,6 +50,7 @@ from typing import Any, Sequence
 
 from slca_verl.eval.report import markdown_table, read_jsonl, write_report
 from slca_verl.progress import cli_logging
+from slca_verl.toolcall.rows import plain
 
 logger = logging.getLogger(__name__)
 
@@ -148,26 +149,9 @@ def summarise(
     return out
 
 
-def _plain(value: Any) -> Any:
-    """JSON-ready copy: numpy arrays and tuples as lists, JSON text in a string parsed (the gold calls are stored as
-    JSON text in the parquet and may come back either way)."""
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return _plain(json.loads(value))
-        except ValueError:
-            return value
-    return value
-
-
 def gold_key(ground_truth: Any) -> str:
     """The key a validation row is matched to its parquet row by: the question and the gold calls."""
-    gt = _plain(ground_truth)
+    gt = plain(ground_truth, json_text="containers")  # the gold calls come back as JSON text or decoded
     if not isinstance(gt, dict):
         return json.dumps(gt, sort_keys=True, default=str)
     return json.dumps([gt.get("question_content"), gt.get("gold_tool_calls")], sort_keys=True, default=str)

@@ -34,6 +34,7 @@ from typing import Any
 
 from slca_verl.rewards.hierr import HierRConfig, empty_result, score_decoded
 from slca_verl.rewards.judge import Judge, LLMJudge, NoisyJudge, OfflineProxyJudge
+from slca_verl.toolcall.rows import plain
 
 logger = logging.getLogger(__name__)
 
@@ -42,23 +43,11 @@ _JUDGES_LOCK = threading.Lock()
 _warned_proxy = False
 
 
-def _plain(obj: Any) -> Any:
-    """OmegaConf containers (Hydra's reward_kwargs) → dict / list."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(obj, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(obj, resolve=True)
-    except ImportError:  # omegaconf comes with verl; without it nothing can be an OmegaConf container
-        pass
-    return obj
-
-
 def get_judge(kwargs: dict) -> Judge | None:
     """The judge described by ``kwargs``, built once per process and configuration (so its metrics accumulate and
     its HTTP client pools connections)."""
     global _warned_proxy
-    urls = _plain(kwargs.get("judge_base_urls") or kwargs.get("judge_base_url"))
+    urls = plain(kwargs.get("judge_base_urls") or kwargs.get("judge_base_url"))
     kind = kwargs.get("judge") or ("llm" if urls else "offline_proxy")
     if kind == "none":
         return None
@@ -155,10 +144,10 @@ async def compute_score(
         the dict of :func:`slca_verl.rewards.hierr.score_trajectory` (``score`` plus every part, same keys on every
         row). Bad configuration is raised (a run should not start with a broken judge setting); bad data never is.
     """
-    kwargs = {k: _plain(v) for k, v in kwargs.items()}
+    kwargs = {k: plain(v) for k, v in kwargs.items()}
     config = HierRConfig.from_kwargs(kwargs)
     judge = get_judge(kwargs)
-    ground_truth = _plain(ground_truth)
+    ground_truth = plain(ground_truth)
     question = None
     if isinstance(extra_info, dict) and isinstance(ground_truth, dict) and not ground_truth.get("question_content"):
         q = extra_info.get("question") or extra_info.get("input")

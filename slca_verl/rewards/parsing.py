@@ -33,7 +33,7 @@ from slca_verl.toolcall.hermes import (  # noqa: F401  (the hermes reader, re-ex
     read_call,
     strip_think,
 )
-from slca_verl.toolcall.rows import GOLD_FORMS
+from slca_verl.toolcall.rows import GOLD_FORMS, plain
 
 logger = logging.getLogger(__name__)
 
@@ -43,18 +43,6 @@ _HEADER_BEFORE_RE = re.compile(r"(?:<\|im_end\|>)?\s*(?:<\|im_start\|>)?(?:user|
 _HEADER_AFTER_RE = re.compile(r"\s*(?:<\|im_end\|>)?\s*(?:(?:<\|im_start\|>)?assistant[ \t]*\n)?")
 _HEADER_WINDOW = 64  # headers are short; matching only this window keeps splitting linear in the text length
 _SPECIAL_TOKENS_RE = re.compile(r"<\|(?:im_start|im_end|endoftext)\|>")
-
-
-def to_python(obj: Any) -> Any:
-    """numpy arrays / scalars (parquet round trips) → plain lists / Python scalars, recursively."""
-    if isinstance(obj, dict):
-        return {str(k): to_python(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_python(v) for v in obj]
-    tolist = getattr(obj, "tolist", None)  # numpy ndarray and numpy scalars
-    if callable(tolist) and type(obj).__module__ == "numpy":
-        return to_python(tolist())
-    return obj
 
 
 @dataclass
@@ -192,11 +180,11 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
     ``gold_invalid`` = 1 instead of scoring it as an irrelevance row.
     """
     reasons = []
-    gt = to_python(_maybe_json(ground_truth))
+    gt = plain(_maybe_json(ground_truth))
     if not isinstance(gt, dict):
         return GroundTruth([], None, "", None, "", [f"ground_truth is a {type(ground_truth).__name__}, not a dict"])
 
-    raw_gold = to_python(_maybe_json(gt.get("gold_tool_calls")))
+    raw_gold = plain(_maybe_json(gt.get("gold_tool_calls")))
     steps: list[list[ToolCall]] = []
     gold_errors: list[str] = []
     if raw_gold is None:
@@ -207,8 +195,8 @@ def parse_ground_truth(ground_truth: Any) -> GroundTruth:
         steps, gold_errors = _gold_steps(raw_gold)
     gold_format = _gold_format(gt.get("gold_format"), raw_gold, reasons)
 
-    schemas = to_python(_maybe_json(gt.get("tool_schemas")))
-    allowed_raw = to_python(_maybe_json(gt.get("allowed_tools")))
+    schemas = plain(_maybe_json(gt.get("tool_schemas")))
+    allowed_raw = plain(_maybe_json(gt.get("allowed_tools")))
     allowed: set[str] | None
     if isinstance(allowed_raw, list) and allowed_raw:
         allowed = {str(t) for t in allowed_raw}

@@ -178,7 +178,7 @@ def extract_json(text: str) -> tuple[Any, bool]:
         for start in sorted(starts):
             try:
                 value, _ = _DECODER.raw_decode(cand, start)
-                return _plain(value), False
+                return _usable_json(value), False
             except RecursionError:
                 raise NonJSONValue("the reply nests too deeply to decode") from None
             except NonJSONValue:
@@ -187,7 +187,7 @@ def extract_json(text: str) -> tuple[Any, bool]:
                 pass
             repaired = repair_truncated_json(cand[start:])
             if repaired:  # an empty {} / [] left after repair carries no answer
-                return _plain(repaired), True
+                return _usable_json(repaired), True
     raise ValueError(f"no JSON object in the reply: {_short(' '.join(text.split()), 160)!r}")
 
 
@@ -203,7 +203,9 @@ class NonJSONValue(ValueError):
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def _plain(value: Any) -> Any:
+def _usable_json(value: Any) -> Any:
+    """``value`` itself, or :class:`NonJSONValue` when a strict JSON client could not use it (a check, not a
+    conversion: not :func:`slca_verl.toolcall.rows.plain`)."""
     problem = json_problem(value)
     if problem is not None:
         raise NonJSONValue(f"the reply is not a usable JSON body: {problem}")

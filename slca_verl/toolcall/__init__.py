@@ -9,7 +9,8 @@
 - :mod:`slca_verl.toolcall.text`: cutting over-long text to a budget;
 - :mod:`slca_verl.toolcall.limits`: the JSON bounds every reader of untrusted text applies (nesting depth, integer
   length, non-finite numbers, lone surrogates);
-- :mod:`slca_verl.toolcall.rows`: reading parquet cells back into Python values, and writing SFT parquet files.
+- :mod:`slca_verl.toolcall.rows`: the project's one helper from parquet / numpy / OmegaConf values to plain Python
+  values (:func:`~slca_verl.toolcall.rows.plain`), reading message cells, and writing SFT parquet files.
 
 Nothing here imports the rest of the library or the data-preparation scripts (``formats`` alone imports verl's
 parser registry and tool schema model); they all stand on it.

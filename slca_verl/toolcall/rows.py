@@ -1,7 +1,9 @@
 """The row contract: the gold forms a row may carry, parquet cells back into Python values, SFT parquet files.
 
-verl's RL rows and the SFT rows hold nested values; parquet hands them back as numpy arrays, and the project's own
-columns (``extra_info.tool_schemas``, ground truth) as JSON text. Both readers apply the JSON bounds of
+verl's RL rows and the SFT rows hold nested values; parquet and verl's ``non_tensor_batch`` hand them back as numpy
+arrays, Hydra's ``reward_kwargs`` as OmegaConf containers, and the project's own columns
+(``extra_info.tool_schemas``, ground truth) as JSON text. :func:`plain` is the project's one helper that turns any of
+them into plain Python values; it and :func:`read_messages` apply the JSON bounds of
 :mod:`slca_verl.toolcall.limits`.
 """
 
@@ -12,6 +14,8 @@ import os
 import random
 from typing import Any
 
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
 from slca_verl.toolcall import limits
 
 #: the forms a row's gold calls may take (``reward_model.ground_truth.gold_format``): ``nested`` steps of parallel
@@ -19,20 +23,55 @@ from slca_verl.toolcall import limits
 GOLD_FORMS = ("nested", "flat", "names")
 
 
-def plain(obj: Any) -> Any:
-    """numpy arrays / JSON strings from parquet -> Python lists and dicts (every JSON string is decoded)."""
-    if hasattr(obj, "tolist"):
-        obj = obj.tolist()
-    if isinstance(obj, str):
+#: what :func:`plain` may do with a string (its ``json_text`` argument)
+JSON_TEXT = ("keep", "any", "containers")
+
+
+def plain(obj: Any, *, json_text: str = "keep") -> Any:
+    """``obj`` as plain Python values, recursively: numpy arrays and scalars (anything with a ``tolist``) become
+    lists and Python scalars, OmegaConf containers resolved dicts and lists, tuples lists, dict keys strings; None
+    and other values stay as they are.
+
+    Args:
+        json_text: which strings are JSON text to decode; the callers differ here on purpose:
+
+            - ``"keep"`` (HierR, the agent loop, ``reward_kwargs``): none. A string argument ``"42"`` or a tool
+              response that is JSON text stays the string the policy or the tool wrote.
+            - ``"any"`` (reading a prepared row's cells: SFT data, the CPU model's warm-up): every string is tried
+              as JSON once, within the bounds of :func:`limits.loads` (too deep raises its ``RecordError``); the
+              decoded value is returned as decoded, and a string that is not JSON stays.
+            - ``"containers"`` (evaluation's key that matches a dumped row to its parquet row, which may hold the
+              gold calls as JSON text or decoded): a string that opens an array or an object is decoded (within the
+              same bounds) and recursed into; any other string, or one that does not decode, stays.
+    """
+    if json_text not in JSON_TEXT:
+        raise ValueError(f"plain: json_text must be one of {JSON_TEXT}, got {json_text!r}")
+    return _plain(obj, json_text)
+
+
+def _plain(obj: Any, json_text: str) -> Any:
+    if isinstance(obj, (DictConfig, ListConfig)):
+        obj = OmegaConf.to_container(obj, resolve=True)
+    tolist = getattr(obj, "tolist", None)
+    if callable(tolist):
+        obj = tolist()
+    if isinstance(obj, dict):
+        return {str(k): _plain(v, json_text) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v, json_text) for v in obj]
+    if not isinstance(obj, str) or json_text == "keep":
+        return obj
+    if json_text == "any":
         try:
             return limits.loads(obj)
         except json.JSONDecodeError:
             return obj
-    if isinstance(obj, list):
-        return [plain(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: plain(v) for k, v in obj.items()}
-    return obj
+    if not obj.startswith(("[", "{")):
+        return obj
+    try:
+        return _plain(limits.loads(obj), json_text)
+    except (ValueError, limits.RecordError):
+        return obj
 
 
 def read_messages(cell: Any) -> list[dict]:
