@@ -220,7 +220,7 @@ def _bench_reader_deep_item():
 
 @case("data_prep", "normalize_tools: schema 450 object levels deep", "450 levels")
 def _bench_schema_deep():
-    from data_prep.schema import normalize_tools
+    from data_prep.tool_schema import normalize_tools
     from slca_verl.toolcall.limits import RecordError
 
     schema: dict = {"type": "string"}
@@ -239,7 +239,7 @@ def _bench_schema_deep():
 
 @case("data_prep", "normalize_tools: type string List[List[...]]", "100,000 levels")
 def _bench_type_string_deep():
-    from data_prep.schema import normalize_tools
+    from data_prep.tool_schema import normalize_tools
     from slca_verl.toolcall.limits import RecordError
 
     tools = [{"name": "f", "parameters": {"x": {"type": "List[" * 100_000 + "int" + "]" * 100_000}}}]

@@ -35,7 +35,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from slca_verl.eval.bfcl import gold_calls, load_checker  # noqa: E402
+from slca_verl.eval.bfcl_ast import gold_calls, load_checker  # noqa: E402
 from slca_verl.rewards import HierRConfig, score_trajectory_sync  # noqa: E402
 
 CATEGORIES = {

@@ -1,4 +1,4 @@
-"""Does the in-house single-turn AST check (``slca_verl.eval.bfcl``) agree with ``bfcl evaluate``?
+"""Does the in-house single-turn AST check (``slca_verl.eval.bfcl_ast``) agree with ``bfcl evaluate``?
 
 Both score the same replies: for the first ``--limit`` questions of each of BFCL's single-turn AST categories, a
 set of reply variants is written (the gold answer as hermes blocks, one per call; the gold answer as one block
@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from slca_verl.eval import bfcl, bfcl_leaderboard
+from slca_verl.eval import bfcl_ast, bfcl_leaderboard
 
 logger = logging.getLogger("bfcl_scorer_agreement")
 
@@ -48,13 +48,13 @@ def _alter(value):
 
 def variants(case: dict) -> dict[str, str]:
     """Reply texts for one question, by variant name (a variant that does not apply to it is absent)."""
-    if case["category"] in bfcl.NO_CALL_CATEGORIES:
+    if case["category"] in bfcl_ast.NO_CALL_CATEGORIES:
         fn = case["functions"][0]
         return {
             "no_call": "I cannot help with that with these tools.",
             "a_call": _blocks([{"name": fn["name"], "arguments": {}}]),
         }
-    calls = bfcl.gold_calls(case["possible"], case["functions"])
+    calls = bfcl_ast.gold_calls(case["possible"], case["functions"])
     out = {"gold_blocks": _blocks(calls), "no_call": "I cannot help with that."}
     if len(calls) > 1:
         out["gold_list"] = "<tool_call>\n" + json.dumps(calls) + "\n</tool_call>"
@@ -106,15 +106,15 @@ def main(argv=None) -> int:
         logger.error("no bfcl-eval venv: bash scripts/bfcl_setup.sh (or --bfcl_python)")
         return 2
     t0 = time.time()
-    checker, language, model_name = bfcl.load_checker()
-    cases = {c["id"]: c for c in bfcl.load_cases(limit=args.limit) if c["id"] not in bfcl.UNSATISFIABLE}
+    checker, language, model_name = bfcl_ast.load_checker()
+    cases = {c["id"]: c for c in bfcl_ast.load_cases(limit=args.limit) if c["id"] not in bfcl_ast.UNSATISFIABLE}
     per_variant: dict[str, dict[str, str]] = {}
     for case_id, case in cases.items():
         for name, text in variants(case).items():
             per_variant.setdefault(name, {})[case_id] = text
     result = {"limit": args.limit, "questions": len(cases), "variants": {}, "disagreements": []}
     for name, texts in sorted(per_variant.items()):
-        ours = {i: bfcl.score_case(cases[i], t, checker, language, model_name)["valid"] for i, t in texts.items()}
+        ours = {i: bfcl_ast.score_case(cases[i], t, checker, language, model_name)["valid"] for i, t in texts.items()}
         with tempfile.TemporaryDirectory(prefix=f"agree_{name}_") as work:
             theirs = bfcl_verdicts(texts, cases, py, work)
         cells = Counter((ours[i], theirs[i]) for i in texts)

@@ -25,8 +25,8 @@ from typing import Any, Iterable, Sequence
 from data_prep.cli import main_for
 from data_prep.decontam import bfcl_data_dir
 from data_prep.readers import InputError, Unreadable, read_json_lines
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import normalize_tools
 from slca_verl.toolcall.limits import non_finite_path
 
 SOURCE = "bfcl"

@@ -11,11 +11,11 @@ import argparse
 import logging
 from typing import Any, Callable, Sequence
 
+from data_prep.conversion_report import Report
 from data_prep.decontam import parse_decontam_spec
 from data_prep.pipeline import ConvertFn, Options, run
 from data_prep.readers import InputError, read_records
-from data_prep.report import Report
-from data_prep.rows import SYSTEM_PROMPT_STYLES
+from data_prep.row_builder import SYSTEM_PROMPT_STYLES
 
 logger = logging.getLogger(__name__)
 

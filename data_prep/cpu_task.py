@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from data_prep.cli import main_for
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import normalize_tools
 
 SOURCE = "cpu_task"
 CHAT_SOURCE = "cpu_task_chat"

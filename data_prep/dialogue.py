@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 from data_prep.calls import CallParseError
 from data_prep.cli import main_for
-from data_prep.rows import Candidate, Rejection
+from data_prep.row_builder import Candidate, Rejection
 from slca_verl.toolcall import hermes, limits
 
 __all__ = [

@@ -16,8 +16,8 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_glaive_call
 from data_prep.dialogue import Turn, assistant_turn, dialogue_main, extract_json_values, split_dialogue
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import normalize_tools
 
 SOURCE = "glaive"
 DATA_SOURCE = "glaive_fc"

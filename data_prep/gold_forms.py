@@ -24,7 +24,7 @@ import argparse
 import logging
 from typing import Any
 
-from data_prep.report import Report
+from data_prep.conversion_report import Report
 from slca_verl.toolcall import limits
 from slca_verl.toolcall.rows import GOLD_FORMS
 

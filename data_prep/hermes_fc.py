@@ -17,8 +17,8 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_hermes_calls
 from data_prep.dialogue import dialogue_main, sharegpt_turns, split_dialogue
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import SchemaError, normalize_tools
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import SchemaError, normalize_tools
 from slca_verl.toolcall import limits
 
 SOURCE = "hermes_fc"

@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from data_prep.calls import CallParseError
+from data_prep.conversion_report import Report
 from data_prep.decontam import Decontaminator, dedup_key, normalize_question
 from data_prep.readers import Unreadable
-from data_prep.report import Report
-from data_prep.rows import Candidate, Rejection, build_row, check_candidate, row_problem
-from data_prep.schema import SchemaError
+from data_prep.row_builder import Candidate, Rejection, build_row, check_candidate, row_problem
+from data_prep.tool_schema import SchemaError
 from slca_verl.toolcall.limits import MAX_DEPTH, RecordError, is_integer_too_long, nesting_exceeds
 
 logger = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ from collections import Counter
 from typing import Any, Iterable, Sequence
 
 from data_prep.readers import InputError, Unreadable, read_records
-from data_prep.schema import SchemaError, normalize_tools
+from data_prep.tool_schema import SchemaError, normalize_tools
 from slca_verl.toolcall import hermes, limits
 from slca_verl.toolcall.rows import plain, read_messages, write_sft
 

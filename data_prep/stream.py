@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from data_prep.conversion_report import Report
 from data_prep.decontam import Decontaminator, dedup_key, normalize_question
 from data_prep.pipeline import ConvertFn, Options, convert_one, row_or_rejection
-from data_prep.report import Report
-from data_prep.rows import Candidate, Rejection
+from data_prep.row_builder import Candidate, Rejection
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 
 A record is ``{"system": "... Here is a list of functions in JSON format ...:\\n[{...}, ...]\\n...",
 "conversations": [{"from": "user"|"assistant"|"tool", "value"}]}``. The tools are the first JSON list of
-named objects in the system text (``"type": "dict"`` parameters, normalised by :mod:`data_prep.schema`).
+named objects in the system text (``"type": "dict"`` parameters, normalised by :mod:`data_prep.tool_schema`).
 An assistant message that is a bracketed python call list ``[Fn(a=1), Other Fn(b="x")]`` is one step of
 parallel calls (ToolACE names may contain spaces); other assistant messages are prose.
 """
@@ -16,8 +16,8 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_python_calls
 from data_prep.dialogue import dialogue_main, extract_json_values, sharegpt_turns, split_dialogue
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import normalize_tools
 
 SOURCE = "toolace"
 # "[Name(" at the start marks a call attempt; parse failures then reject the turn instead of passing as prose

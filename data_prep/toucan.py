@@ -26,8 +26,8 @@ from typing import Any, Iterable, Sequence
 from data_prep.cli import main_for
 from data_prep.gold_forms import GOLD_FORMS, add_gold_forms_argument, read_gold, rejection_reason, warn_lossy_forms
 from data_prep.readers import read_records
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import normalize_tools
 from slca_verl.toolcall import limits
 from slca_verl.toolcall.limits import RecordError
 

@@ -70,11 +70,11 @@ import pyarrow.parquet as pq
 from data_prep import hf_local
 from data_prep.calls import CallParseError, normalize_call
 from data_prep.cli import build_parser, options_from_args
+from data_prep.conversion_report import Report
 from data_prep.dialogue import Turn, add_turn_arguments, split_dialogue
-from data_prep.report import Report
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate, Rejection
 from data_prep.stream import progress_enabled, run_streaming
+from data_prep.tool_schema import normalize_tools
 from slca_verl.toolcall import limits
 
 logger = logging.getLogger(__name__)

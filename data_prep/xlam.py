@@ -3,7 +3,7 @@
     python -m data_prep.xlam --input xlam_function_calling_60k.json --output_dir data/xlam --val_ratio 0.02
 
 A record is ``{"id", "query", "tools": JSON str, "answers": JSON str}``; ``tools`` use xLAM's python-style
-types (``"List[int]"``, ``"str, optional"``), normalised by :mod:`data_prep.schema`. The answers of a query
+types (``"List[int]"``, ``"str, optional"``), normalised by :mod:`data_prep.tool_schema`. The answers of a query
 are one step of parallel calls, so each record gives one row with ``gold_tool_calls = [answers]``
 (``[]`` when a record has no answer: an irrelevance row).
 """
@@ -14,8 +14,8 @@ from typing import Any, Iterable, Sequence
 
 from data_prep.calls import parse_json_calls
 from data_prep.cli import simple_main
-from data_prep.rows import Candidate, Rejection
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import normalize_tools
 
 SOURCE = "xlam"
 __all__ = ["SOURCE", "convert_record", "main"]

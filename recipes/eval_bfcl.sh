@@ -19,7 +19,7 @@ mkdir -p "${OUT_DIR}"
 SERVED=$(servable_checkpoint "${CHECKPOINT}")
 serve_policy "${SERVED}" "${PORT}"
 if [[ "${AST_ONLY:-0}" != 0 ]]; then
-  python3 -m slca_verl.eval.bfcl --base_url "http://127.0.0.1:${PORT}/v1" --model policy \
+  python3 -m slca_verl.eval.bfcl_ast --base_url "http://127.0.0.1:${PORT}/v1" --model policy \
     ${CATEGORIES:+--categories "${CATEGORIES}"} --out_dir "${OUT_DIR}" --bfcl_root "${OUT_DIR}/bfcl_ast_root" \
     ${LIMIT:+--limit "${LIMIT}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"}
 else

@@ -7,7 +7,8 @@ re-implemented them), so a baseline run differs from the SLCA run by one overrid
     algorithm.adv_estimator=rltr                                            # RLTR (planner tokens only)
 
 and the agent loop's reward layout of the same name (``toolpo`` / ``rltr``, see :mod:`slca_verl.reward_layout`)
-places HierR's ``toolpo_*`` / ``rltr_*`` keys (:mod:`slca_verl.rewards.baselines`) where the estimator reads them.
+places HierR's ``toolpo_*`` / ``rltr_*`` keys (:mod:`slca_verl.rewards.baseline_rewards`) where the estimator reads
+them.
 
 The third baseline, GDPO, is verl's own ``gdpo`` (``compute_gdpo_outcome_advantage``), which reads the reward
 components from ``non_tensor_batch``: only verl's legacy trainer fills it, and verl 0.9.1's v1 trainer hands an

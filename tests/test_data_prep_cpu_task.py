@@ -8,8 +8,8 @@ import pytest
 
 from data_prep import cpu_task
 from data_prep.pipeline import Options, run
-from data_prep.rows import Candidate
-from data_prep.schema import normalize_tools
+from data_prep.row_builder import Candidate
+from data_prep.tool_schema import normalize_tools
 
 
 def combo_of(row) -> tuple:

@@ -1,10 +1,17 @@
-"""data_prep.schema: every dialect becomes meta-schema-valid JSON Schema; gold calls are checked against it."""
+"""data_prep.tool_schema: every dialect becomes meta-schema-valid JSON Schema; gold calls are checked against it."""
 
 import jsonschema
 import pytest
 
 from data_prep.calls import CallParseError, parse_glaive_call, parse_hermes_calls, parse_python_calls
-from data_prep.schema import SchemaError, normalize_tool, normalize_tools, tools_index, type_to_schema, validate_call
+from data_prep.tool_schema import (
+    SchemaError,
+    normalize_tool,
+    normalize_tools,
+    tools_index,
+    type_to_schema,
+    validate_call,
+)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from sgls_helpers import Reply, ScriptedServer
 
-from slca_verl.eval import bfcl, in_domain, plots, tau2
+from slca_verl.eval import bfcl_ast, in_domain, plots, tau2
 
 HAS_BFCL = importlib.util.find_spec("bfcl_eval") is not None
 needs_bfcl = pytest.mark.skipif(
@@ -248,48 +248,48 @@ def test_in_domain_refuses_rows_without_hierr_keys_or_with_nan():
 def checker():
     if not HAS_BFCL:
         pytest.skip("bfcl-eval not installed: pip install --no-deps -r requirements-bfcl.txt")
-    return bfcl.load_checker()
+    return bfcl_ast.load_checker()
 
 
 @needs_bfcl
 def test_bfcl_gold_answers_as_model_output_score_100_percent(checker):
-    cases = bfcl.load_cases()
-    scored = [bfcl.score_case(c, bfcl.gold_text(c), *checker) for c in cases]
-    by_cat = bfcl.summarise([s for s in scored if s["id"] not in bfcl.UNSATISFIABLE])
+    cases = bfcl_ast.load_cases()
+    scored = [bfcl_ast.score_case(c, bfcl_ast.gold_text(c), *checker) for c in cases]
+    by_cat = bfcl_ast.summarise([s for s in scored if s["id"] not in bfcl_ast.UNSATISFIABLE])
     assert all(v["accuracy"] == 100.0 for v in by_cat.values()), {
         k: v for k, v in by_cat.items() if v["accuracy"] < 100
     }
     assert len(cases) > 3000
     failed = {s["id"] for s in scored if not s["valid"]}
-    assert failed == set(bfcl.UNSATISFIABLE)  # exactly the answers no reply can satisfy
+    assert failed == set(bfcl_ast.UNSATISFIABLE)  # exactly the answers no reply can satisfy
 
 
 @needs_bfcl
 def test_bfcl_wrong_or_missing_calls_fail_and_irrelevance_passes_only_without_a_call(checker):
-    cases = {c["category"]: c for c in bfcl.load_cases(["simple_python", "irrelevance"], limit=1)}
+    cases = {c["category"]: c for c in bfcl_ast.load_cases(["simple_python", "irrelevance"], limit=1)}
     simple, irrelevant = cases["simple_python"], cases["irrelevance"]
     name = next(iter(simple["possible"][0]))
-    assert not bfcl.score_case(simple, call(name, nonsense=1), *checker)["valid"]
-    assert bfcl.score_case(simple, "I cannot help.", *checker)["error"] == "no tool call"
-    assert bfcl.score_case(irrelevant, "No tool fits this question.", *checker)["valid"]
-    assert not bfcl.score_case(irrelevant, call(irrelevant["functions"][0]["name"]), *checker)["valid"]
+    assert not bfcl_ast.score_case(simple, call(name, nonsense=1), *checker)["valid"]
+    assert bfcl_ast.score_case(simple, "I cannot help.", *checker)["error"] == "no tool call"
+    assert bfcl_ast.score_case(irrelevant, "No tool fits this question.", *checker)["valid"]
+    assert not bfcl_ast.score_case(irrelevant, call(irrelevant["functions"][0]["name"]), *checker)["valid"]
 
 
 @needs_bfcl
 def test_bfcl_generation_through_a_local_openai_server_scores_gold_replies_100_percent(checker, tmp_path):
-    cases = bfcl.load_cases(["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"], limit=4)
-    by_question = {json.dumps(bfcl.prompt(c)[1:]): c for c in cases}
+    cases = bfcl_ast.load_cases(["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"], limit=4)
+    by_question = {json.dumps(bfcl_ast.prompt(c)[1:]): c for c in cases}
     seen_system = []
 
     def handler(req, n):
         seen_system.append(req["messages"][0]["content"])
         assert req["temperature"] == 0.0
-        return bfcl.gold_text(by_question[json.dumps(req["messages"][1:])]) or "No function applies."
+        return bfcl_ast.gold_text(by_question[json.dumps(req["messages"][1:])]) or "No function applies."
 
     with ScriptedServer(handler) as srv:
         preds = tmp_path / "out"
         assert (
-            bfcl.main(
+            bfcl_ast.main(
                 [
                     "--base_url",
                     srv.base_url,
@@ -315,7 +315,7 @@ def test_bfcl_generation_through_a_local_openai_server_scores_gold_replies_100_p
 def test_bfcl_server_errors_count_as_misses_never_exceptions(checker, tmp_path):
     with ScriptedServer(lambda req, n: Reply(status=500, content=None)) as srv:
         assert (
-            bfcl.main(
+            bfcl_ast.main(
                 [
                     "--base_url",
                     srv.base_url,

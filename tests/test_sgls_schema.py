@@ -5,7 +5,7 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from slca_verl.sgls.schema import ToolSet, normalize_tool
+from slca_verl.sgls.toolset import ToolSet, normalize_tool
 from slca_verl.toolcall.schema import type_string_to_schema
 
 WEATHER = {

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_prep.schema import normalize_tool, tools_index, validate_call
-from slca_verl.sgls import schema as sgls_schema
-from slca_verl.sgls.schema import ToolSet
+from data_prep.tool_schema import normalize_tool, tools_index, validate_call
+from slca_verl.sgls import toolset
+from slca_verl.sgls.toolset import ToolSet
 from slca_verl.toolcall.limits import RecordError
 from slca_verl.toolcall.schema import SchemaError, normalize_parameters, split_top_level, type_string_to_schema
 
@@ -155,8 +155,8 @@ RAW_TOOLS = [
 @pytest.mark.parametrize("raw", RAW_TOOLS, ids=lambda r: r.get("name", "openai"))
 def test_the_simulator_reads_a_prepared_schema_unchanged(raw):
     prepared = normalize_tool(raw)["function"]["parameters"]
-    assert sgls_schema.normalize_tool({"name": "t", "parameters": prepared}).parameters == prepared
-    assert sgls_schema.normalize_tool(raw).parameters == prepared  # and a raw schema the same way data preparation does
+    assert toolset.normalize_tool({"name": "t", "parameters": prepared}).parameters == prepared
+    assert toolset.normalize_tool(raw).parameters == prepared  # and a raw schema the same way data preparation does
 
 
 CALLS = [

@@ -10,7 +10,8 @@ and, for every format but hermes, the calls it parsed and ran in each turn. This
 :func:`slca_verl.rewards.score_trajectory` instead of re-splitting decoded text; rows from other
 agent loops fall back to :func:`slca_verl.rewards.compute_score`. The agent's per-trajectory metrics are added as
 ``agent_<key>`` (0 for rows without them), so verl aggregates them with the other reward keys (same keys on every
-row).
+row). The function keeps the name ``compute_score``: it is the default of ``reward.custom_reward_function.name`` in
+verl's trainer config, and the same entry point as :func:`slca_verl.rewards.compute_score` for other agent loops.
 """
 
 from __future__ import annotations

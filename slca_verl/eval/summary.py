@@ -99,7 +99,7 @@ def columns(out_dir: str) -> tuple[dict[str, str], list[str]]:
     ast = _load(out_dir, "bfcl")
     if ast:
         notes.append(
-            f"check, not a column: in-house single-turn AST accuracy (slca_verl.eval.bfcl, bfcl-eval's "
+            f"check, not a column: in-house single-turn AST accuracy (slca_verl.eval.bfcl_ast, bfcl-eval's "
             f"ast_checker) {ast['summary']['overall']['accuracy']:.2f} % over "
             f"{ast['summary']['overall']['n']} questions"
         )

@@ -9,7 +9,9 @@ How verl loads it (verl 0.9.1, ``verl/trainer/ppo/reward.py::get_custom_reward_f
     +reward.custom_reward_function.reward_kwargs.judge_model=gpt-oss-120b
 
 ``pkg://`` is imported with importlib; ``reward_kwargs`` are merged into every call as keyword arguments. The
-function is a coroutine, which verl's reward managers detect (``inspect.iscoroutinefunction``) and await.
+function is a coroutine, which verl's reward managers detect (``inspect.iscoroutinefunction``) and await. Its name
+stays ``compute_score``, the default of ``reward.custom_reward_function.name`` in verl's trainer config, so a config
+that sets only the path finds it; :mod:`slca_verl.agent_loop.reward` has the same name for the same reason.
 
 Keyword arguments (all optional):
     judge: "llm" | "offline_proxy" | "none". Default: "llm" when ``judge_base_urls`` is given, else

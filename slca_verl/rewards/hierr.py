@@ -56,7 +56,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from slca_verl.rewards.baselines import RLTRWeights, baseline_rewards
+from slca_verl.rewards.baseline_rewards import RLTRWeights, baseline_rewards
 from slca_verl.rewards.components import RESULT_KEYS, empty_row, typed_row  # noqa: F401  (RESULT_KEYS re-exported)
 from slca_verl.rewards.execution import (
     ExecutionWeights,

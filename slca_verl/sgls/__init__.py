@@ -16,8 +16,8 @@ Modules, in the order a call goes through them:
 
 from .client import ChatClient, ChatClientError
 from .config import FaultConfig, SGLSConfig
-from .schema import ToolSet, normalize_tool
 from .simulator import SimResult, Simulator
+from .toolset import ToolSet, normalize_tool
 
 __all__ = [
     "ChatClient",

@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Awaitable, Callable
 
-from .schema import canonical_json
+from .toolset import canonical_json
 
 logger = logging.getLogger(__name__)
 

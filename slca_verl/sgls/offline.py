@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from .backend import BackendReply, SimulatorFailure
-from .schema import NormalizedTool, SchemaUnusable, canonical_json, json_problem, schema_errors
+from .toolset import NormalizedTool, SchemaUnusable, canonical_json, json_problem, schema_errors
 
 logger = logging.getLogger(__name__)
 

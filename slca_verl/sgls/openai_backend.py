@@ -25,7 +25,7 @@ from .backend import BackendReply, SimulatorFailure
 from .client import ChatClient, ChatClientError
 from .config import SGLSConfig
 from .prompt import build_messages, extract_json
-from .schema import NormalizedTool, SchemaUnusable, canonical_json, schema_errors
+from .toolset import NormalizedTool, SchemaUnusable, canonical_json, schema_errors
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import secrets
 from typing import Any
 
 from ..toolcall.text import truncate
-from .schema import NormalizedTool, json_problem
+from .toolset import NormalizedTool, json_problem
 
 SYSTEM_PROMPT = (
     "You act as the production backend of a web service. Each message is one incoming request to one endpoint; "

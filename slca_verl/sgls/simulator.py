@@ -5,7 +5,7 @@
     res.status   # "ok" | "validation_error" | "simulator_error";  res.text is what the policy sees
 
 One call, top to bottom:
-1. the tool is looked up in the sample's schemas and the arguments validated (schema.py): unknown tool -> 404 body
+1. the tool is looked up in the sample's schemas and the arguments validated (toolset.py): unknown tool -> 404 body
    (saying which of the sample's schemas could not be read, if any), bad arguments (including NaN / Infinity,
    nesting deeper than 32 levels) -> 400 body listing every problem; status "validation_error", no LLM call; a
    tool whose own schema is unusable (dangling or remote ``$ref``, absurd nesting) -> 500 ``tool_schema_error``
@@ -40,7 +40,7 @@ from .client import latency_summary
 from .config import SGLSConfig
 from .faults import FaultInjector
 from .offline import OfflineBackend
-from .schema import ToolSet, canonical_json, scrub_text
+from .toolset import ToolSet, canonical_json, scrub_text
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ The sources write parameter types in many dialects:
 - hermes / glaive / Toucan: already JSON Schema (``"type": "object"``), sometimes with draft-3 ``"required": true``
   flags inside a property or draft-4 tuple ``items`` lists.
 
-Data preparation (:mod:`data_prep.schema`) and the simulator (:mod:`slca_verl.sgls.schema`) both read schemas
+Data preparation (:mod:`data_prep.tool_schema`) and the simulator (:mod:`slca_verl.sgls.toolset`) both read schemas
 through this module, so a row's tools mean the same thing when they are written and when calls are checked against
 them; the simulator's re-normalisation of a prepared row is the identity. The two differ only in what they do with
 what cannot be read:

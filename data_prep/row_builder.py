@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from data_prep.schema import tools_index, validate_call
+from data_prep.tool_schema import tools_index, validate_call
 from slca_verl.toolcall import hermes
 from slca_verl.toolcall.limits import has_lone_surrogate, non_finite_path
 
@@ -53,7 +53,7 @@ class Candidate:
 
     data_source: str
     messages: list[dict]  # dialogue without the tool-listing system prompt; ends with the user turn
-    tools: list[dict]  # normalised OpenAI tools (data_prep.schema.normalize_tools)
+    tools: list[dict]  # normalised OpenAI tools (data_prep.tool_schema.normalize_tools)
     gold: list[list[dict]]  # steps; each step a list of parallel {"name", "arguments"} calls
     question: str
     record_index: int

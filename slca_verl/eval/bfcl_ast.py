@@ -2,15 +2,15 @@
 own ``ast_checker``.
 
     vllm serve CKPT --served-model-name policy --port 8100 &          # or recipes/eval_bfcl.sh CKPT
-    python -m slca_verl.eval.bfcl --base_url http://127.0.0.1:8100/v1 --model policy --out_dir eval/qwen7b_slca
-    python -m slca_verl.eval.bfcl --self_check --out_dir /tmp/bfcl    # gold answers as the model output: 100%
+    python -m slca_verl.eval.bfcl_ast --base_url http://127.0.0.1:8100/v1 --model policy --out_dir eval/qwen7b_slca
+    python -m slca_verl.eval.bfcl_ast --self_check --out_dir /tmp/bfcl    # gold answers as the model output: 100%
 
 Needs ``pip install --no-deps -r requirements-bfcl.txt`` (bfcl-eval and its checker's few dependencies; its vendor
 SDK imports are stubbed while the checker is imported). ``BFCL_PROJECT_ROOT`` is set to ``--bfcl_root`` (a temporary
 folder by default) because bfcl-eval creates folders under it on import.
 
 Each question is sent as the training prompts are built (:func:`slca_verl.toolcall.hermes.system_prompt`: the tools,
-normalised to JSON Schema by :func:`slca_verl.sgls.schema.normalize_tool`, listed in hermes ``<tools>`` in the system
+normalised to JSON Schema by :func:`slca_verl.sgls.toolset.normalize_tool`, listed in hermes ``<tools>`` in the system
 message), at temperature 0; ``<tool_call>`` blocks of the reply become BFCL's model
 output ``[{name: arguments}, ...]``. Irrelevance categories pass when the reply makes no call. Accuracy is reported
 per category and over all questions (micro average).
@@ -167,7 +167,7 @@ def load_cases(
 
 def prompt(case: dict) -> list[dict]:
     """The chat messages sent for a question: a hermes system prompt listing its tools, then BFCL's turn."""
-    from slca_verl.sgls.schema import normalize_tool
+    from slca_verl.sgls.toolset import normalize_tool
     from slca_verl.toolcall import hermes
 
     tools = [normalize_tool(f) for f in case["functions"]]
