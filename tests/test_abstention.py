@@ -1,4 +1,4 @@
-"""Correct abstention (issue 12): a group on an irrelevance row that mixes rollouts answering directly with rollouts
+"""Correct abstention: a group on an irrelevance row that mixes rollouts answering directly with rollouts
 that call a tool, through the real HierR, the real slca_tool_agent labelling, the real layout and slca_grpo from
 verl's registry — each option on and off, against hand-computed advantages."""
 

@@ -1,4 +1,4 @@
-"""Issue 14, data_prep: one bad record never ends a CLI run. Each bad input goes through a source's public entry point
+"""data_prep: one bad record never ends a CLI run. Each bad input goes through a source's public entry point
 (``main(argv)``, or ``python -m data_prep.<source>`` where the exit status matters) next to good records; the test
 checks the reason the report counts it under, that the good rows are still written, and that the report balances.
 docs/bad_inputs.md lists what each bad input gets."""

@@ -1,4 +1,4 @@
-"""Bad batches and settings for the estimators through verl's own registry (issue 14): each gets an error that says
+"""Bad batches and settings for the estimators through verl's own registry: each gets an error that says
 what is wrong, or a finite, correct result. Random batches (hypothesis) agree with the plain reference loop."""
 
 import math
@@ -114,7 +114,7 @@ def test_random_batches_give_finite_advantages_that_agree_with_the_reference(bat
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Issue 18, section 4: fuzz edges. Each runs through the fused kernel (default) and the torch path.
+# Edges a fuzzer would reach. Each runs through the fused kernel (default) and the torch path.
 
 TORCH = {"slca": {"kernel": "torch"}}
 PATHS = pytest.mark.parametrize("config", [None, TORCH], ids=["auto", "torch"])

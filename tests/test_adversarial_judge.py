@@ -1,4 +1,4 @@
-"""Adversarial replies against the HierR judge (issue 14, finding 5): what a policy writes must never steer what
+"""Adversarial replies against the HierR judge (prompt injection): what a policy writes must never steer what
 scores it. A scripted judge on 127.0.0.1 echoes the whole request back and then writes its own final line, so each
 test can see that the injected text sits inside its fence and that a ``Rating:`` inside the echo is not taken."""
 

@@ -1,4 +1,4 @@
-"""The reward channel: no text a policy writes may buy reward (issue 18, part 1).
+"""The reward channel: no text a policy writes may buy reward.
 
 Rule: a rollout that adds text to an otherwise identical rollout never scores higher because of that text, through
 either entry point verl loads (``slca_verl.rewards.compute_score`` on decoded text, ``slca_verl.agent_loop.reward``

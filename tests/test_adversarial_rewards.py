@@ -1,5 +1,5 @@
 """Adversarial policy output and ground truth through the public entry points: the agent loop with the real Qwen3
-tokenizer (what runs), HierR (what is scored), and the agreement between the two (issue 14).
+tokenizer (what runs), HierR (what is scored), and the agreement between the two.
 
 Every case asserts the specific value, count or reason a bad input gets, not only that nothing raised.
 """

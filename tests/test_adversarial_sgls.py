@@ -1,4 +1,4 @@
-"""Adversarial inputs to SGLS (issue 14): whatever a policy writes, a dataset schema holds or a simulator server
+"""Adversarial inputs to SGLS: whatever a policy writes, a dataset schema holds or a simulator server
 returns ends as a specific error body in the tool reply or a schema-conformant body — never an exception, never
 NaN. Everything goes through ``Simulator.call``; simulator servers are real aiohttp servers on 127.0.0.1."""
 
@@ -78,7 +78,7 @@ def fn(name="f", parameters=None, **extra):
     }
 
 
-# ----------------------------------------------------------------------------------- finding 1: OpenAI replies
+# ----------------------------------------------------------------------------------- --- OpenAI replies
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_a_non_utf8_reply_is_retried_by_the_client_and_the_next_good_one_used():
     assert res.ok and json.loads(res.text) == {"temp_c": 20} and len(srv.requests) == 2
 
 
-# ----------------------------------------------------------------------------------- finding 2: $ref
+# ----------------------------------------------------------------------------------- --- $ref
 
 
 def test_a_definitions_block_beside_parameters_is_resolved():
@@ -178,7 +178,7 @@ def test_a_dangling_ref_in_a_response_schema_is_a_clear_error_too():
     assert res.status == "simulator_error" and "response schema of 'get_weather': $ref '#/$defs/T'" in res.text
 
 
-# ----------------------------------------------------------------------------------- finding 3: tool_schemas
+# ----------------------------------------------------------------------------------- --- tool_schemas
 
 
 @pytest.mark.parametrize(
@@ -300,7 +300,7 @@ def test_a_backend_bug_is_a_simulator_error_not_an_exception():
     assert "KeyError" in error_of(res)["detail"]
 
 
-# ----------------------------------------------------------------------------------- finding 4: time bombs
+# ----------------------------------------------------------------------------------- --- time bombs
 
 
 def test_the_type_normaliser_is_linear_in_a_run_of_spaces():
@@ -352,7 +352,7 @@ def test_backtracking_pattern_properties_are_bounded_too():
     assert offline("get_weather", {"aaa": 1}, [fn("get_weather", params)]).ok
 
 
-# ----------------------------------------------------------------------------------- finding 5: prompt fencing
+# ----------------------------------------------------------------------------------- --- prompt fencing
 
 
 INJECTIONS = [

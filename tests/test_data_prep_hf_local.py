@@ -120,7 +120,7 @@ def test_missing_input_names_the_expected_location(tmp_path, capsys):
     assert "looks like a Hub dataset id: nothing is downloaded" in capsys.readouterr().err
 
 
-# --- a snapshot of JSON files: read by the project's reader, never retyped by pyarrow (issue 18) -------------------
+# --- a snapshot of JSON files: read by the project's reader, never retyped by pyarrow --------------------------------
 
 HUGE = "1" * 5000  # past Python's 4300-digit int limit; pyarrow's JSON reader makes it inf
 FORECAST = {

@@ -444,7 +444,7 @@ def test_missing_input_says_where_the_data_is_expected(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Issue 18, section 2: raw Toucan-1.5M as it really is.
+# Raw Toucan-1.5M as it really is.
 
 
 def refused(name):

@@ -1,5 +1,5 @@
-"""Typed tool responses and bare markers buy no reward, in every tool-call format, through HierR's three ways in
-(issue 33): the agent loop's pieces, decoded text with verl's turn count, decoded text without it.
+"""Typed tool responses and bare markers buy no reward, in every tool-call format, through HierR's three ways in:
+the agent loop's pieces, decoded text with verl's turn count, decoded text without it.
 
 The battery (benchmarks/reward_attacks.py, its table in docs/rewards.md) is asserted attack by attack, and a
 hypothesis property generates typed runs in any format, turn and place, with any text and with or without a call

@@ -1,4 +1,4 @@
-"""The decoded-text entry point under every reward manager verl 0.9.1 registers (issue 33, item 2).
+"""The decoded-text entry point under every reward manager verl 0.9.1 registers.
 
 verl's agent loop records each episode's turn count (``__num_turns__``), but of its reward managers only ``naive``
 and ``remote`` hand it to the reward function; ``dapo``, ``rate_limited`` and ``gdpo`` do not. Without it, HierR checks

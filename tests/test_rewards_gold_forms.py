@@ -1,4 +1,4 @@
-"""HierR on each gold form the authors' data holds (issue 11): nested steps, flat v1 lists of calls, names only.
+"""HierR on each gold form the authors' data holds: nested steps, flat v1 lists of calls, names only.
 Hand-computed against the default weights 0.10 fmt / 0.25 name / 0.15 key / 0.20 value / 0.30 parallel; a
 component the gold cannot measure is left out and the measured weights renormalised (docs/rewards.md)."""
 

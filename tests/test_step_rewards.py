@@ -1,5 +1,5 @@
 """HierR's per-turn step rewards (``algorithm.slca.credit=turn``) pay for progress on the gold, not for a turn's
-position: hand-computed values on each gold form, the attacks of issue 34 item 3 (none may gain over the honest
+position: hand-computed values on each gold form, the attacks on step rewards (none may gain over the honest
 episode), and the telescoping property on random gold and turns.
 
 Returns here are what the per-turn estimator credits: the sum of an episode's step rewards. Default weights 0.10 fmt /
@@ -146,7 +146,7 @@ def test_every_call_on_a_row_without_gold_calls_is_charged():
     assert rewards([REPLY], NO_CALLS) == []
 
 
-# ------------------------------------------------------------------------------ the attacks (issue 34, item 3)
+# ---------------------------------------- the attacks (give up, skip a step, repeat a call, call another tool)
 
 # (what the attack does, gold, honest turns, attack turns); before: the positional rule's returns, honest vs attack
 ATTACKS = [
