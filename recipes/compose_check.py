@@ -76,45 +76,45 @@ def _agent_loop_entry(cfg) -> dict | None:
 
 def check_ppo(cfg) -> dict:
     """Every check for a ``ppo_trainer`` config; raises on the first failure, returns a summary on success."""
-    import numpy as np
-    import torch
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
+
+    from slca_verl import handover
+    from slca_verl.trainer import SLCAHandover, check_estimator_config
 
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
     algo = cfg.algorithm
     estimator = algo.adv_estimator
-    fn = get_adv_estimator_fn(estimator)  # raises for an unregistered name (plugin not installed)
-    if estimator in ("slca_grpo", "toolpo", "rltr"):
-        # runs the estimator's own settings parser on the composed algorithm section: typos under +algorithm.<name> fail
-        fn(
-            token_level_rewards=torch.zeros(2, 3),
-            response_mask=torch.ones(2, 3),
-            index=np.array(["a", "a"]),
-            config=algo,
+    get_adv_estimator_fn(estimator)  # raises for an unregistered name (plugin not installed)
+    check_estimator_config(algo)  # our estimators' settings, as the slca_* trainer modes check them at start-up
+    if estimator == "gdpo" and cfg.trainer.use_v1:
+        raise ValueError(
+            "gdpo reads reward keys from non_tensor_batch, which only verl's legacy trainer fills: "
+            "set trainer.use_v1=false, or use gdpo_v1 with trainer.v1.trainer_mode=slca_sync"
         )
-    if estimator in ("gdpo", "gdpo_v1"):
-        if not algo.get("gdpo_reward_keys"):
-            raise ValueError(f"{estimator} needs +algorithm.gdpo_reward_keys (e.g. [r_tool,r_sum])")
-        if estimator == "gdpo" and cfg.trainer.use_v1:
-            raise ValueError(
-                "gdpo reads reward keys from non_tensor_batch, which only verl's legacy trainer fills: "
-                "set trainer.use_v1=false, or use gdpo_v1 with trainer.v1.trainer_mode=slca_sync"
-            )
-        if estimator == "gdpo_v1" and not (cfg.trainer.use_v1 and cfg.trainer.v1.trainer_mode == "slca_sync"):
-            raise ValueError(
-                "gdpo_v1 gets its reward components from the slca_sync trainer: set trainer.use_v1=true "
-                "and trainer.v1.trainer_mode=slca_sync"
-            )
 
     mode = None
     if cfg.trainer.use_v1:
         from verl.trainer.ppo.v1 import get_trainer_cls
 
         mode = cfg.trainer.v1.trainer_mode
-        get_trainer_cls(mode)
+        handing_over = issubclass(get_trainer_cls(mode), SLCAHandover)
+        if estimator in handover.READS_COMPONENTS and not handing_over:
+            raise ValueError(
+                f"{estimator} gets its reward components from an slca_* trainer mode: set "
+                f"trainer.v1.trainer_mode=slca_{mode} (now '{mode}')"
+            )
+        if estimator in handover.READS_SEGMENT_IDS and not handing_over:
+            logger.warning(
+                "trainer.v1.trainer_mode=%s hands no segment ids to %s: it will read segments from response_mask "
+                "runs (an episode cut on a tool turn becomes a summary) and log no slca/* metrics; "
+                "trainer.v1.trainer_mode=slca_%s hands over the agent loop's",
+                mode,
+                estimator,
+                mode,
+            )
 
     layout = None
     entry = _agent_loop_entry(cfg)
@@ -126,9 +126,13 @@ def check_ppo(cfg) -> dict:
         get_layout(layout)
         if layout != "scalar" and not cfg.trainer.use_v1:
             raise ValueError(f"reward layout '{layout}' needs the v1 trainer; the legacy trainer sees one scalar")
-        expected = {"slca_grpo": "slca_turns" if per_turn else "slca", "toolpo": "toolpo", "rltr": "rltr"}.get(
-            estimator, "scalar"
-        )
+        expected = {
+            "slca_grpo": "slca_turns" if per_turn else "slca",
+            "toolpo": "toolpo",
+            "rltr": "rltr",
+            "gigpo": "slca_turns",
+            "mt_grpo": "slca_turns",
+        }.get(estimator, "scalar")
         if layout != expected:
             raise ValueError(
                 f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'"

@@ -181,7 +181,10 @@ case "${ADV_ESTIMATOR}" in
   gdpo)      # verl's gdpo function as gdpo_v1: slca_sync hands it the components the v1 trainer does not pass
              REWARD_LAYOUT=scalar; TRAINER_MODE=slca_sync; ADV_ESTIMATOR=gdpo_v1
              ESTIMATOR_ARGS=('+algorithm.gdpo_reward_keys=[r_tool,r_sum]') ;;
-  *) echo "unknown ADV_ESTIMATOR=${ADV_ESTIMATOR} (slca_grpo | grpo | toolpo | rltr | gdpo)" >&2; exit 2 ;;
+  gigpo|mt_grpo)   # per-turn comparators: HierR's per-turn step rewards on each tool turn (the slca_turns layout)
+             REWARD_LAYOUT=slca_turns; TRAINER_MODE=slca_sync; ESTIMATOR_ARGS=() ;;
+  *) echo "unknown ADV_ESTIMATOR=${ADV_ESTIMATOR} (slca_grpo | grpo | toolpo | rltr | gdpo | gigpo | mt_grpo)" >&2
+     exit 2 ;;
 esac
 case "${ABSTENTION_FIX}" in
   0) ;;

@@ -39,7 +39,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 
 from slca_verl import handover
 from slca_verl.reward_layout import finite_number
-from slca_verl.segments import SEGMENT_IDS_FIELD, TOOL
+from slca_verl.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,8 @@ def check_estimator_config(algorithm) -> None:
         return
     rewards = torch.zeros(2, 3)
     mask = torch.ones(2, 3)
-    with handover.handed_over():  # explicit "no ids": the estimator takes response_mask runs
+    ids = torch.tensor([[TOOL, TOOL, SUMMARY]] * 2, dtype=torch.int8)  # as the agent loop writes them
+    with handover.handed_over(segment_ids=ids):
         get_adv_estimator_fn(estimator)(
             token_level_rewards=rewards,
             response_mask=mask,

@@ -239,7 +239,7 @@ def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
     [
         (["+algorithm.slca.lamda_tool=2"], "unknown keys under algorithm.slca"),
         (["algorithm.adv_estimator=no_such_estimator"], "no_such_estimator"),
-        (["trainer.v1.trainer_mode=sync"], "gdpo_v1 gets its reward components from the slca_sync trainer"),
+        (["trainer.v1.trainer_mode=sync"], r"gdpo_v1 gets its reward components from an slca_\* trainer mode"),
         (["actor_rollout_ref.rollout.multi_turn.format=hermez"], "multi_turn.format='hermez' is not a tool-call"),
     ],
 )
@@ -263,6 +263,25 @@ def test_the_slca_recipe_composes_per_turn_credit_by_one_override(composed):
     assert cfg.algorithm.slca.credit == "turn" and summary["reward_layout"] == "slca_turns"
     with pytest.raises(ValueError, match="algorithm.slca.credit"):
         compose_check.check(compose_check.PPO, [*base, "+algorithm.slca.credit=turns"])
+
+
+@pytest.mark.parametrize("mode", ["sync", "colocate_async", "separate_async"])
+def test_the_slca_recipe_composes_in_every_v1_mode_by_one_override_and_warns_without_the_hand_over(
+    composed, mode, caplog
+):
+    base = composed["run_qwen7b_slca.sh"][0]
+    _, summary = compose_check.check(compose_check.PPO, [*base, f"trainer.v1.trainer_mode=slca_{mode}"])
+    assert summary["trainer_mode"] == f"slca_{mode}" and "hands no segment ids" not in caplog.text
+    _, summary = compose_check.check(compose_check.PPO, [*base, f"trainer.v1.trainer_mode={mode}"])
+    assert f"trainer.v1.trainer_mode={mode} hands no segment ids to slca_grpo" in caplog.text
+
+
+@pytest.mark.parametrize("estimator", ["gigpo", "mt_grpo"])
+def test_the_slca_recipe_runs_the_per_turn_comparators_with_per_turn_step_rewards(tmp_path, estimator):
+    args = recipe_args("run_qwen7b_slca.sh", str(tmp_path), ADV_ESTIMATOR=estimator)
+    assert f"algorithm.adv_estimator={estimator}" in args and "trainer.v1.trainer_mode=slca_sync" in args
+    layout = yaml.safe_load(open(tmp_path / "config" / "agent_loop.yaml"))[0]["reward_layout"]
+    assert layout == "slca_turns"
 
 
 def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(composed):
