@@ -150,15 +150,25 @@ def compute_gigpo_advantage(
 
 
 def _state_keys(gidx: torch.Tensor, r: torch.Tensor, made: torch.Tensor) -> torch.Tensor:
-    """(bs, H + 1) long: equal ids for the actions taken from the same state (group, d, r_{i,1..d})."""
+    """(bs, H + 1) long: equal ids for the actions taken from the same state (group, d, r_{i,1..d}).
+
+    Each (row, d) becomes the key row [group, d, r_1 .. r_d, 0 ...] (the rewards past d zeroed: d itself tells the
+    prefixes apart), and ``torch.unique`` over the key rows numbers the states. ``made`` is not needed to build
+    them (ids of decisions a row did not make are never read)."""
     bs, width = made.shape
-    out = torch.zeros(bs, width, dtype=torch.long)
-    seen: dict[tuple, int] = {}
-    g, rr = gidx.tolist(), r.tolist()
-    for i in range(bs):
-        for d in range(width):
-            out[i, d] = seen.setdefault((g[i], d, tuple(rr[i][:d])), len(seen))
-    return out.to(r.device)
+    horizon = r.shape[1]
+    d = torch.arange(width, device=r.device)  # (H + 1,)
+    prefix = r.unsqueeze(1).expand(bs, width, horizon) * (torch.arange(horizon, device=r.device) < d[:, None])
+    key = torch.cat(
+        (
+            gidx.to(r.dtype).view(bs, 1, 1).expand(bs, width, 1),
+            d.to(r.dtype).view(1, width, 1).expand(bs, width, 1),
+            prefix,
+        ),
+        dim=2,
+    )  # (bs, H + 1, H + 2)
+    _, ids = torch.unique(key.reshape(bs * width, horizon + 2), dim=0, return_inverse=True)
+    return ids.view(bs, width)
 
 
 @register_adv_est("mt_grpo")
