@@ -3,10 +3,6 @@ and --resume keeping finished runs of other cells (the grid is run in pieces on 
 
 import argparse
 import json
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 
 import cpu_reproduction as cr  # noqa: E402
 

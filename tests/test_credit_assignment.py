@@ -2,15 +2,11 @@
 registry with the right layout, and the contamination metric separates GRPO from SLCA-GRPO."""
 
 import asyncio
-import os
-import sys
 
+import credit_assignment as CA  # noqa: E402  (the benchmark script under test)
 import numpy as np
 import pytest
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import credit_assignment as CA  # noqa: E402  (the benchmark script under test)
 
 from slca_verl.rewards import score_trajectory  # noqa: E402
 from slca_verl.toy import task as T  # noqa: E402

@@ -4,15 +4,11 @@ reproducible from its seed."""
 
 import asyncio
 import math
-import os
-import sys
 
+import multi_step as MS  # noqa: E402  (the benchmark script under test)
 import numpy as np
 import pytest
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import multi_step as MS  # noqa: E402  (the benchmark script under test)
 
 from slca_verl.core_algos import compute_slca_grpo_advantage  # noqa: E402
 from slca_verl.reward_layout import get_layout, step_reward_list  # noqa: E402

@@ -11,7 +11,7 @@ import time
 
 import pytest
 import subproc
-from test_bfcl_report import write_scores
+from bfcl_helpers import write_scores
 
 from slca_verl import progress
 from slca_verl.eval import bfcl_leaderboard as bl

@@ -2,7 +2,6 @@
 slca_grpo -> verl's PPO loss on the tiny policy."""
 
 import os
-import sys
 
 import pytest
 
@@ -11,7 +10,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def quickstart():
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
     import quickstart
 
     return quickstart

@@ -4,7 +4,7 @@ verl needs the same ``reward_extra_info`` keys on every row, in every batch; a k
 another breaks a step. So the keys are one table (:data:`COMPONENTS`), and every row HierR returns is built through
 :func:`typed_row` (all the table's keys, nothing else, each of its type, non-finite floats as 0) or
 :func:`empty_row` (each key's empty value, with a reason). Adding a component is one line here plus the code that
-computes it; docs/rewards.md's key table is checked against this one (``tests/test_rewards_components.py``).
+computes it; docs/rewards.md's key table is checked against this one (``tests/rewards/test_rewards_components.py``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ it this layer is stricter than verl, which logs and drops what it cannot read:
 - ``<think>`` is stripped first, as for hermes: a call written while thinking is not a call.
 
 :data:`SPECS` holds each format's markers and how it writes one call (the model's chat template's way, as verl's
-parser reads it back; ``tests/test_toolcall_formats.py`` round-trips every format through verl's parser).
+parser reads it back; ``tests/toolcall/test_toolcall_formats.py`` round-trips every format through verl's parser).
 """
 
 from __future__ import annotations

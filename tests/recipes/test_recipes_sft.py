@@ -11,7 +11,7 @@ from conftest import load_qwen_tokenizer
 
 from data_prep import sft, xlam
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "data_prep")
 
 
 @pytest.fixture(scope="module")

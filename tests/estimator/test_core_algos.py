@@ -350,6 +350,6 @@ def test_every_segment_metric_is_documented_in_the_method_page():
 
     from slca_verl.core_algos import SEGMENT_METRICS
 
-    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "method.md"), encoding="utf-8").read()
+    page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "method.md"), encoding="utf-8").read()
     table = page[page.index("## Metrics") :]
     assert [k for k in SEGMENT_METRICS if f"`{k}`" not in table] == []

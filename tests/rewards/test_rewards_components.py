@@ -12,7 +12,7 @@ from slca_verl.rewards import score_trajectory
 from slca_verl.rewards.components import COMPONENTS, RESULT_KEYS, empty_row, typed_row
 from slca_verl.rewards.hierr import empty_result
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "rewards.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "rewards.md"
 GT = {
     "allowed_tools": ["weather"],
     "gold_tool_calls": [[{"name": "weather", "arguments": {"city": "paris"}}]],

@@ -8,15 +8,11 @@ call), and compares each with the same rollout whose typed run is plain text (th
 """
 
 import asyncio
-import os
-import sys
 
 import pytest
+import reward_attacks as RA  # noqa: E402  (the benchmark script under test)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import reward_attacks as RA  # noqa: E402  (the benchmark script under test)
 
 from slca_verl.rewards.hierr import HierRConfig, score_decoded  # noqa: E402
 

@@ -233,7 +233,7 @@ def test_assistant_labels_mark_exactly_the_assistant_turns_and_their_end_token(t
 
 
 def test_gold_episodes_hold_the_call_the_simulated_response_and_a_grounded_reply(tmp_path):
-    sample = os.path.join(os.path.dirname(__file__), "..", "examples", "data", "quickstart_xlam.json")
+    sample = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "quickstart_xlam.json")
     subproc.run(
         [sys.executable, "-m", "data_prep.xlam", "--input", sample, "--output_dir", str(tmp_path), "--no_progress"],
         check=True,

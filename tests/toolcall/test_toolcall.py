@@ -11,7 +11,7 @@ import pytest
 
 from slca_verl.toolcall import hermes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CALLS = [
     {"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
     {"name": "noop"},  # arguments default to {}

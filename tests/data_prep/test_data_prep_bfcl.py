@@ -12,7 +12,7 @@ from data_prep.decontam import bfcl_data_dir, load_bfcl_questions
 pytestmark = pytest.mark.skipif(
     bfcl_data_dir() is None, reason="bfcl-eval not installed (pip install --no-deps bfcl-eval==2026.3.23)"
 )
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "data_prep")
 
 
 @pytest.fixture(scope="module")

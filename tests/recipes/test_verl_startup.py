@@ -9,7 +9,7 @@ import sys
 
 import subproc
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STARTUP = os.path.join(REPO, "recipes", "verl_startup.py")
 
 PROBE = """import os, subprocess, sys, warnings

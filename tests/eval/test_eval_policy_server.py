@@ -16,7 +16,7 @@ import pytest
 import subproc
 from sgls_helpers import free_port
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = os.path.join(REPO, "recipes")
 
 STAND_IN = """#!{python}

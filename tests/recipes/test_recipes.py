@@ -5,16 +5,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 
 import pytest
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = os.path.join(REPO, "recipes")
-sys.path.insert(0, RECIPES)
 import compose_check  # noqa: E402
 import subproc  # noqa: E402
 

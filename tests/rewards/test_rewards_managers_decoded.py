@@ -9,18 +9,15 @@ real judge over HTTP on 127.0.0.1 that rates every reply "excellent" (the most g
 """
 
 import asyncio
-import os
-import sys
 
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from sgls_helpers import Reply, ScriptedServer
 
 # the battery's pieces (benchmarks/reward_attacks.py): its gold, reply and typed response, hermes calls
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from reward_attacks import GT, GT_NONE, OCTO, REAL, REPLY, call, typed  # noqa: E402
+from sgls_helpers import Reply, ScriptedServer
 
 CALL, WRONG = call("hermes"), call("hermes", "Lyon")
 

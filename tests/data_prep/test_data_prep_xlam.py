@@ -8,7 +8,7 @@ import pytest
 
 from data_prep import xlam
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep", "xlam_sample.json")
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "data_prep", "xlam_sample.json")
 
 
 @pytest.fixture(scope="module")

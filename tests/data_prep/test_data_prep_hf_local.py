@@ -12,7 +12,7 @@ from data_prep import hf_local, toucan, xlam
 
 datasets = pytest.importorskip("datasets")
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "data_prep")
 XLAM = os.path.join(FIXTURES, "xlam_sample.json")
 
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from data_prep import glaive, hermes_fc, toolace, toucan
 from data_prep.readers import read_records
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "data_prep")
 
 
 def convert(module, fixture, out, *extra):

@@ -6,7 +6,6 @@ Needs bfcl-eval, installed beside verl without its conflicting pins: ``pip insta
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,6 @@ if importlib.util.find_spec("bfcl_eval") is None:
         allow_module_level=True,
     )
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bfcl_agreement  # noqa: E402
 
 

@@ -37,7 +37,7 @@ def test_the_cpu_main_job_trains_in_another_tool_call_format(tool_format, tmp_pa
 def test_the_cpu_main_job_trains_with_per_turn_credit(tmp_path):
     """``+algorithm.slca.credit=turn`` (one override): slca_tool_agent switches to the slca_turns layout, HierR's
     per-step rewards reach the estimator through TransferQueue and slca_sync, and the per-turn metrics are logged
-    (the tiny task's episodes are single-step: the mode's own arithmetic is tests/test_turn_credit.py's)."""
+    (the tiny task's episodes are single-step: the mode's own arithmetic is tests/estimator/test_turn_credit.py's)."""
     proc, out_dir = run_recipe(
         str(tmp_path), VAL_BEFORE_TRAIN="false", TEST_FREQ="-1", args=("+algorithm.slca.credit=turn",)
     )

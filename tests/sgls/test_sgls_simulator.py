@@ -51,7 +51,7 @@ ECHO = {
 }
 TOOLS = [SEARCH, ECHO]
 ARGS = {"origin": "CDG", "dest": "JFK"}
-YAML = Path(__file__).resolve().parents[1] / "slca_verl" / "config" / "sgls_tool.yaml"
+YAML = Path(__file__).resolve().parents[2] / "slca_verl" / "config" / "sgls_tool.yaml"
 
 
 class CountingBackend:

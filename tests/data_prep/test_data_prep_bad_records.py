@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from data_prep import bfcl, glaive, hermes_fc, sft, toolace, toucan, xlam
 from slca_verl.toolcall.limits import MAX_DEPTH
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEEP = 5000  # far past the interpreter's recursion limit (1000)
 
 WEATHER = {

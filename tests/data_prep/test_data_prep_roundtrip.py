@@ -9,7 +9,7 @@ from conftest import load_qwen_tokenizer
 
 from data_prep import hermes_fc, xlam
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep")
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "data_prep")
 
 
 @pytest.fixture(scope="module")
