@@ -144,7 +144,7 @@ def slca_settings(config: Any) -> dict:
 
     ``kernel``: ``auto`` (default) uses the fused C++ kernel (:mod:`slca_verl.fused`) for CPU float32 rewards when it
     can be built, else the torch path below; ``torch`` always uses the torch path. Both give the same advantages
-    (tests/test_fused_kernel.py), bit-identical to ``grpo_vectorized`` with one segment per response.
+    (tests/estimator/test_fused_kernel.py), bit-identical to ``grpo_vectorized`` with one segment per response.
 
     ``abstention_credit`` (default false, the paper's behaviour) is carried out by the segment ids, not here:
     ``slca_tool_agent`` reads the same key and labels the first reply token of a rollout without a tool segment —
