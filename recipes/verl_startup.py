@@ -21,9 +21,15 @@ What it does, at run start and nowhere else (importing slca_verl installs nothin
   workers of the local cluster verl starts, which inherit the environment) do not print the engine warnings either.
   A worker still logs verl's one INFO line about its platform; workers of a cluster started elsewhere (RAY_ADDRESS)
   keep their own environment.
+* ``TQ_NUM_THREADS`` (transfer_queue's own setting, read at its import) set to the machine's physical cores when
+  unset and there are fewer than its default 8: TransferQueue caps torch's threads at that number around every put
+  and get of every storage unit and client, and with 8 on a 2-core machine logged "target_num_threads 8 should not
+  exceed total physical CPU cores 2. Setting to 2." each time -- 118 lines of a 20-step CPU run, the cap it then
+  took anyway. A value the user set is kept.
 
 Then the module runs as ``__main__`` (``runpy.run_module``): hydra finds verl's config beside main_ppo.py as it does
-for ``python -m``. Standard library only, because it must run before anything imports verl.
+for ``python -m``. Standard library only (psutil aside, which imports nothing of verl), because it must run before
+anything imports verl.
 """
 
 from __future__ import annotations
@@ -89,6 +95,24 @@ def child_warning_filters(engines: list[str], current: str = "") -> str:
     return ",".join(dict.fromkeys(entries))
 
 
+TQ_DEFAULT_THREADS = 8  # transfer_queue.client / transfer_queue.storage.simple_storage: TQ_NUM_THREADS's default
+
+
+def tq_num_threads(environ: dict[str, str]) -> str | None:
+    """``TQ_NUM_THREADS`` for this process and the ones it starts, or None to leave it as it is: the physical cores
+    (transfer_queue's own count) when unset and fewer than transfer_queue's default, so it never warns about it."""
+    if environ.get("TQ_NUM_THREADS"):
+        return None
+    try:
+        import psutil  # verl's and transfer_queue's dependency; does not import verl
+
+        cores = psutil.cpu_count(logical=False)
+    except ImportError:
+        cores = None
+    cores = cores or os.cpu_count() or 1
+    return str(cores) if cores < TQ_DEFAULT_THREADS else None
+
+
 def summary(engines: list[str], dropped: dict[str, int]) -> str:
     parts = []
     if engines:
@@ -110,6 +134,9 @@ def main(argv: list[str]) -> None:
     logger.setLevel(logging.INFO)
     logger.propagate = False
     sys.path[0] = os.getcwd()  # as `python -m`: the working directory first, not this script's folder
+    threads = tq_num_threads(dict(os.environ))
+    if threads:  # before anything imports transfer_queue, which reads it at import
+        os.environ["TQ_NUM_THREADS"] = threads
     engines, dropped = import_verl_quietly()
     os.environ["PYTHONWARNINGS"] = child_warning_filters(engines, os.environ.get("PYTHONWARNINGS", ""))
     logger.info(summary(engines, dropped))

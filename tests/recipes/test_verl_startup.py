@@ -67,3 +67,48 @@ def test_verls_main_ppo_runs_through_it_with_hydras_config_beside_main_ppo(tmp_p
 def test_usage_without_a_module():
     out = subproc.run([sys.executable, STARTUP], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "usage:" in out.stderr
+
+
+TQ_PROBE = """import subprocess, sys
+child = subprocess.run([sys.executable, "-c", '''
+import psutil
+from transfer_queue import client
+from transfer_queue.storage import simple_storage
+from transfer_queue.utils.common import limit_pytorch_auto_parallel_threads
+for n in (client.TQ_NUM_THREADS, simple_storage.TQ_NUM_THREADS):
+    with limit_pytorch_auto_parallel_threads(target_num_threads=n, info="probe"):
+        pass
+print("TQ", client.TQ_NUM_THREADS, psutil.cpu_count(logical=False))
+'''], capture_output=True, text=True)
+sys.stdout.write(child.stdout)
+sys.stderr.write(child.stderr)
+"""
+
+
+def test_transfer_queue_threads_fit_the_machine_so_its_put_and_get_do_not_warn_each_time(tmp_path):
+    """A process the step starts (a Ray worker: TransferQueue's storage units and clients) runs TransferQueue's own
+    thread cap at the TQ_NUM_THREADS it was given: no "should not exceed total physical CPU cores" warning, which a
+    20-step CPU run on 2 cores logged 118 times with transfer_queue's default of 8."""
+    (tmp_path / "tq_probe.py").write_text(TQ_PROBE)
+    out = subproc.run(
+        [sys.executable, STARTUP, "tq_probe"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={k: v for k, v in env().items() if k != "TQ_NUM_THREADS"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    tq, cores = (int(x) for x in out.stdout.split("TQ ")[1].split()[:2])
+    assert tq == min(8, cores), out.stdout
+    assert "should not exceed total physical CPU cores" not in out.stderr, out.stderr[-3000:]
+    # a value the user set is kept
+    out = subproc.run(
+        [sys.executable, STARTUP, "tq_probe"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env(TQ_NUM_THREADS="1"),
+    )
+    assert out.returncode == 0 and out.stdout.split("TQ ")[1].split()[0] == "1", out.stdout + out.stderr[-2000:]
