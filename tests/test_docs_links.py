@@ -1,0 +1,135 @@
+"""Every relative link in the README, the CHANGELOG and docs/*.md points at a file that exists, and every
+``#anchor`` into one of our markdown files at a heading it has (GitHub's slug rule), so moving or renaming a page
+or a heading cannot leave a dead link behind."""
+
+import re
+import unicodedata
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")])
+
+FENCE = re.compile(r"^ {0,3}(```|~~~)")
+# [text](target) and ![alt](target); the target stops at whitespace or the closing parenthesis
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REF_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
+HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def prose_lines(text):
+    """The page's lines outside fenced code blocks, with their line numbers."""
+    fenced = None
+    for number, line in enumerate(text.splitlines(), 1):
+        match = FENCE.match(line)
+        if match:
+            if fenced is None:
+                fenced = match.group(1)
+            elif match.group(1) == fenced:
+                fenced = None
+            continue
+        if fenced is None:
+            yield number, line
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: markup dropped, lower case, punctuation other than '-' and '_' removed,
+    each space a '-' (so '`a.b` (c)' -> 'ab-c')."""
+    text = CODE_SPAN.sub(lambda m: m.group(2), heading)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link in a heading keeps its text
+    text = re.sub(r"<[^>]+>", "", text).replace("*", "")
+    text = text.strip().lower()
+    kept = [c for c in text if c in "-_ " or unicodedata.category(c)[0] in "LNM"]
+    return "".join(kept).replace(" ", "-")
+
+
+def anchors(path):
+    """The anchors of a page's headings; a repeated heading gets -1, -2, ... as on GitHub."""
+    seen = {}
+    out = set()
+    for _, line in prose_lines(path.read_text(encoding="utf-8")):
+        match = HEADING.match(line)
+        if not match:
+            continue
+        base = slug(match.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def links(path):
+    for number, line in prose_lines(path.read_text(encoding="utf-8")):
+        line_without_code = CODE_SPAN.sub("", line)
+        for match in LINK.finditer(line_without_code):
+            yield number, match.group(1)
+        match = REF_DEF.match(line_without_code)
+        if match:
+            yield number, match.group(1)
+
+
+def broken_links(page):
+    """(line, target, why) for every relative link of ``page`` that does not resolve."""
+    out = []
+    for number, target in links(page):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("//"):
+            continue  # http:, https:, mailto: ...: not ours to check offline
+        file_part, _, anchor = target.partition("#")
+        dest = (page.parent / unquote(file_part)).resolve() if file_part else page
+        if not dest.exists():
+            out.append((number, target, "no such file"))
+        elif anchor and dest.suffix == ".md" and dest.is_file() and unquote(anchor) not in anchors(dest):
+            out.append((number, target, f"no heading with anchor #{anchor} in {dest.name}"))
+    return out
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.exists()], ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page):
+    broken = broken_links(page)
+    assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(f"line {n}: {t} ({why})" for n, t, why in broken)
+
+
+def test_the_pages_exist():
+    """The README, the CHANGELOG and the docs index are the entry points every other page is reached from."""
+    for name in ("README.md", "CHANGELOG.md", "docs/README.md"):
+        assert (ROOT / name).is_file(), name
+
+
+def test_every_docs_page_is_in_the_index():
+    """docs/README.md lists every page of docs/ (and the README's Documentation table links the index)."""
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    listed = {Path(t.partition("#")[0]).name for _, t in links(ROOT / "docs" / "README.md")}
+    missing = [p.name for p in (ROOT / "docs").glob("*.md") if p.name != "README.md" and p.name not in listed]
+    assert not missing, f"docs/README.md does not list {missing}"
+    assert index.startswith("# ")
+    assert "docs/README.md" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_slug_rule():
+    assert slug("The tiny model (built on first use, cached)") == "the-tiny-model-built-on-first-use-cached"
+    assert slug("Per-turn credit (`+algorithm.slca.credit=turn`, `slca_verl/turn_credit.py`)") == (
+        "per-turn-credit-algorithmslcacreditturn-slca_verlturn_creditpy"
+    )
+    assert slug("tau^2-bench (`python -m slca_verl.eval.tau2`, optional extra)") == (
+        "tau2-bench-python--m-slca_verlevaltau2-optional-extra"
+    )
+    assert slug("1. Install") == "1-install"
+    assert slug("GRPO groups in the asynchronous modes, and what they do to segment-locked credit") == (
+        "grpo-groups-in-the-asynchronous-modes-and-what-they-do-to-segment-locked-credit"
+    )
+
+
+def test_a_broken_link_is_found(tmp_path):
+    """The check itself: a missing file, a missing heading and a link inside code (ignored)."""
+    (tmp_path / "other.md").write_text("# Other page\n\n## A section (`x.y`)\n", encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Page\n\n[ok](other.md#a-section-xy) [self](#page) [gone](missing.md) [bad](other.md#nope)\n"
+        "`[code](missing.md)`\n\n```\n[fenced](missing.md)\n```\n",
+        encoding="utf-8",
+    )
+    found = [(t, why.split(" ")[0]) for _, t, why in broken_links(page)]
+    assert found == [("missing.md", "no"), ("other.md#nope", "no")]
