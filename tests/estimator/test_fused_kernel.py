@@ -1,6 +1,6 @@
 """The fused C++ kernel of slca_grpo (slca_verl/fused.py) against the estimator's torch path and verl's
-grpo_vectorized: same advantages, same statistics, same errors. tests/estimator/test_core_algos.py runs its hand-computed
-cases through both paths as well."""
+grpo_vectorized: same advantages, same statistics, same errors. tests/estimator/test_core_algos.py runs its
+hand-computed cases through both paths as well."""
 
 import numpy as np
 import pytest
