@@ -19,13 +19,13 @@ mkdir -p "${OUT_DIR}"
 SERVED=$(servable_checkpoint "${CHECKPOINT}")
 serve_policy "${SERVED}" "${PORT}"
 if [[ "${AST_ONLY:-0}" != 0 ]]; then
-  python3 -m slca_verl.eval.bfcl_ast --base_url "http://127.0.0.1:${PORT}/v1" --model policy \
+  "${VERL_PY[@]}" slca_verl.eval.bfcl_ast --base_url "http://127.0.0.1:${PORT}/v1" --model policy \
     ${CATEGORIES:+--categories "${CATEGORIES}"} --out_dir "${OUT_DIR}" --bfcl_root "${OUT_DIR}/bfcl_ast_root" \
     ${LIMIT:+--limit "${LIMIT}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"}
 else
   BFCL_PYTHON=${BFCL_PYTHON:-$(cat "${REPO_ROOT}/.bfcl_python" 2>/dev/null || echo /tmp/slca-bfcl/venv/bin/python)}
-  python3 -m slca_verl.eval.bfcl_leaderboard --local_model_path "${SERVED}" --port "${PORT}" --served_model policy \
+  "${VERL_PY[@]}" slca_verl.eval.bfcl_leaderboard --local_model_path "${SERVED}" --port "${PORT}" --served_model policy \
     --bfcl_python "${BFCL_PYTHON}" ${CATEGORIES:+--categories "${CATEGORIES}"} ${LIMIT:+--limit "${LIMIT}"} \
     ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} --out_dir "${OUT_DIR}"
 fi
-python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far
+"${VERL_PY[@]}" slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far

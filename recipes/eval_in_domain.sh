@@ -65,6 +65,6 @@ MODEL_PATH=${MODEL_PATH} ADV_ESTIMATOR=grpo OUTPUT_DIR=${OUT_DIR}/run LOGGER='["
 [[ "${DRY_RUN:-0}" == 0 ]] || exit 0
 PARQUET_ARGS=()   # each dumped row's data source, from its parquet row (one file; a list of files: no breakdown)
 [[ "${VAL_FILES}" == \[* ]] || PARQUET_ARGS=(--eval_parquet "${VAL_FILES}")
-python3 -m slca_verl.eval.in_domain --predictions "$(ls "${OUT_DIR}"/val_generations/*.jsonl | sort -V | tail -n1)" \
+"${VERL_PY[@]}" slca_verl.eval.in_domain --predictions "$(ls "${OUT_DIR}"/val_generations/*.jsonl | sort -V | tail -n1)" \
   "${PARQUET_ARGS[@]}" --metrics "${OUT_DIR}/run/metrics.jsonl" --out_dir "${OUT_DIR}"
-python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far
+"${VERL_PY[@]}" slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far

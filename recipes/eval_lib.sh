@@ -19,7 +19,7 @@ hf_checkpoint() {
   [[ -f "${path}/huggingface/config.json" && -n "$(ls "${path}"/huggingface/*.safetensors 2>/dev/null)" ]] && {
     echo "${path}/huggingface"; return; }
   local target="${path}/merged_hf"
-  [[ -f "${target}/config.json" ]] || python3 -m verl.model_merger merge --backend fsdp --local_dir "${path}" \
+  [[ -f "${target}/config.json" ]] || "${VERL_PY[@]}" verl.model_merger merge --backend fsdp --local_dir "${path}" \
     --target_dir "${target}" >&2
   echo "${target}"
 }
@@ -35,6 +35,12 @@ if [[ "${DEVICE}" == cpu ]]; then
   POLICY_MAX_MODEL_LEN=${POLICY_MAX_MODEL_LEN:-32768}  # vllm_export's position limit: the small vocabulary makes long prompts
   export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} HF_HUB_OFFLINE=1
 fi
+# VERL_PY: how the eval commands start their python steps (the merger, the export, the scorers, the summary). On
+# DEVICE=cpu through recipes/verl_startup.py, as the CPU recipe starts its own: each step imports verl, whose seven
+# start-up notices (engines not installed, no accelerator) made 21-28 of the lines a user reads at the end of an eval
+# command; now one line per step. QUIET_VERL=0 shows them; other devices are unchanged.
+VERL_PY=(python3 -m)
+if [[ "${DEVICE}" == cpu && "${QUIET_VERL:-1}" != 0 ]]; then VERL_PY=(python3 "${RECIPES_DIR}/verl_startup.py"); fi
 
 # servable_checkpoint PATH: hf_checkpoint, and on DEVICE=cpu its heads widened for vLLM's CPU attention (once)
 servable_checkpoint() {
@@ -42,7 +48,7 @@ servable_checkpoint() {
   hf=$(hf_checkpoint "$1")
   [[ "${DEVICE}" == cpu ]] || { echo "${hf}"; return; }
   local wide="${hf%/}_vllm_cpu"
-  [[ -f "${wide}/config.json" ]] || python3 -m slca_verl.cpu.vllm_export --model "${hf}" --out "${wide}" >&2
+  [[ -f "${wide}/config.json" ]] || "${VERL_PY[@]}" slca_verl.cpu.vllm_export --model "${hf}" --out "${wide}" >&2
   echo "${wide}"
 }
 

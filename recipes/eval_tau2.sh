@@ -27,10 +27,10 @@ mkdir -p "${OUT_DIR}"
 # checkpoint's chat format (hermes: Qwen2.5 / Qwen3 and the tiny CPU model)
 serve_policy "$(servable_checkpoint "${CHECKPOINT}")" "${PORT}" --enable-auto-tool-choice \
   --tool-call-parser "${TOOL_CALL_PARSER:-hermes}"
-python3 -m slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://127.0.0.1:${PORT}/v1" \
+"${VERL_PY[@]}" slca_verl.eval.tau2 --domains "${DOMAINS}" --agent_base_url "http://127.0.0.1:${PORT}/v1" \
   --agent_model policy --user_base_url "${USER_BASE_URL}" --user_model "${USER_MODEL}" --num_trials "${NUM_TRIALS}" \
   ${TAU2_BIN:+--tau2_bin "${TAU2_BIN}"} ${USER_API_KEY_FILE:+--user_api_key_file "${USER_API_KEY_FILE}"} \
   ${TASK_IDS:+--task_ids "${TASK_IDS}"} ${NUM_TASKS:+--num_tasks "${NUM_TASKS}"} ${KS:+--ks "${KS}"} \
   ${MAX_STEPS:+--max_steps "${MAX_STEPS}"} ${MAX_TOKENS:+--max_tokens "${MAX_TOKENS}"} ${TAU2_SEED:+--seed "${TAU2_SEED}"} \
   --out_dir "${OUT_DIR}"
-python3 -m slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far
+"${VERL_PY[@]}" slca_verl.eval.summary --out_dir "${OUT_DIR}" --label "${LABEL}"   # summary.md: every column so far

@@ -112,3 +112,26 @@ def test_transfer_queue_threads_fit_the_machine_so_its_put_and_get_do_not_warn_e
         env=env(TQ_NUM_THREADS="1"),
     )
     assert out.returncode == 0 and out.stdout.split("TQ ")[1].split()[0] == "1", out.stdout + out.stderr[-2000:]
+
+
+def test_the_eval_commands_python_steps_on_a_cpu_start_through_it_and_other_devices_are_unchanged(tmp_path):
+    """recipes/eval_lib.sh's VERL_PY, which eval_in_domain.sh, eval_bfcl.sh and eval_tau2.sh start their python steps
+    with (the merger, the export, the scorers, the summary): on DEVICE=cpu each step's verl notices are one line (the
+    seed-5 walk's in-domain eval ended in 21 lines of them, three steps' worth), elsewhere ``python3 -m`` as before."""
+    script = 'source "$RECIPES_DIR/eval_lib.sh"; "${VERL_PY[@]}" slca_verl.eval.summary --out_dir "$1" --label walk'
+    outs = {}
+    for device in ("cpu", "cuda"):
+        (tmp_path / device).mkdir()
+        out = subproc.run(
+            ["bash", "-c", script, "_", str(tmp_path / device)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env=env(DEVICE=device, RECIPES_DIR=os.path.join(REPO, "recipes")),
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "| walk |" in (tmp_path / device / "summary.md").read_text()  # the step ran, as python -m runs it
+        outs[device] = out.stderr
+    assert "verl start-up: " in outs["cpu"] and "engine is not available" not in outs["cpu"], outs["cpu"][-3000:]
+    assert "verl start-up: " not in outs["cuda"] and "engine is not available" in outs["cuda"], outs["cuda"][-3000:]
