@@ -116,10 +116,16 @@ serve_policy() {
   trap 'stop_policy' EXIT
   trap 'stop_policy; exit 130' INT
   trap 'stop_policy; exit 143' TERM
-  local deadline=$((SECONDS + ${HEALTH_TIMEOUT_S:-1800}))
+  local deadline=$((SECONDS + ${HEALTH_TIMEOUT_S:-1800})) started=${SECONDS} xtrace=$-
+  # the wait loop untraced: under an eval script's `set -x` it wrote four lines a second (440 of the seed-5 walk's
+  # BFCL output), a line before and after instead
+  set +x
+  echo "policy server: pid ${POLICY_PID}, waiting for http://127.0.0.1:$2/health (log ${OUT_DIR}/policy_server.log)" >&2
   until curl -sf "http://127.0.0.1:$2/health" > /dev/null; do
     kill -0 "${POLICY_PID}" 2>/dev/null || { echo "policy server exited; see ${OUT_DIR}/policy_server.log" >&2; return 1; }
     ((SECONDS < deadline)) || { echo "policy server not healthy in time" >&2; return 1; }
     sleep 1
   done
+  echo "policy server: healthy after $((SECONDS - started)) s" >&2
+  [[ "${xtrace}" != *x* ]] || set -x
 }

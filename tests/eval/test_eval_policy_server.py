@@ -33,6 +33,7 @@ class Health(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 port = int(sys.argv[sys.argv.index("--port") + 1])
+import time; time.sleep({delay})
 http.server.HTTPServer((sys.argv[sys.argv.index("--host") + 1], port), Health).serve_forever()
 """
 
@@ -45,9 +46,9 @@ echo healthy
 """
 
 
-def stand_in(tmp_path, stubborn=False):
+def stand_in(tmp_path, stubborn=False, delay=0):
     vllm = tmp_path / "vllm"
-    vllm.write_text(STAND_IN.format(python=sys.executable, stubborn=stubborn))
+    vllm.write_text(STAND_IN.format(python=sys.executable, stubborn=stubborn, delay=delay))
     vllm.chmod(0o755)
     return vllm
 
@@ -73,18 +74,18 @@ def listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def start(tmp_path, mode, stubborn=False, **env):
+def start(tmp_path, mode, stubborn=False, delay=0, xtrace=False, **env):
     port = free_port()
     (tmp_path / "out").mkdir(exist_ok=True)
     proc = subprocess.Popen(
-        ["bash", "-c", RUN, "_", RECIPES, str(port), mode],
+        ["bash", *(["-x"] if xtrace else []), "-c", RUN, "_", RECIPES, str(port), mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
         env={
             **os.environ,
-            "VLLM_BIN": str(stand_in(tmp_path, stubborn)),
+            "VLLM_BIN": str(stand_in(tmp_path, stubborn, delay)),
             "OUT_DIR": str(tmp_path / "out"),
             "DEVICE": "cuda",
             **env,
@@ -136,4 +137,20 @@ def test_policy_host_binds_elsewhere_only_when_asked(tmp_path):
         subproc.kill_group(proc)
     args = json.loads((tmp_path / "args.json").read_text())
     assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert left_over(tmp_path) == []
+
+
+def test_the_wait_for_health_is_two_lines_under_an_eval_scripts_xtrace_not_four_a_second(tmp_path):
+    """The eval scripts run under `set -x`; the health loop, traced, wrote curl / kill / sleep lines every second
+    (440 lines of the seed-5 walk's eval_bfcl.sh). Now a line before and after, and the trace goes on after it."""
+    proc, _ = start(tmp_path, "exit", delay=4, xtrace=True)
+    try:
+        proc.wait(timeout=120)
+        stdout, stderr = proc.stdout.read(), proc.stderr.read()
+    finally:
+        subproc.kill_group(proc)
+    assert proc.returncode == 0 and stdout.strip() == "healthy", stderr[-2000:]
+    assert "waiting for http://127.0.0.1:" in stderr and "policy server: healthy after" in stderr, stderr[-2000:]
+    assert [line for line in stderr.splitlines() if "curl -sf" in line] == [], stderr[-2000:]
+    assert "+ echo healthy" in stderr  # the caller's trace is back on
     assert left_over(tmp_path) == []
