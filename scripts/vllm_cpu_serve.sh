@@ -4,6 +4,7 @@
 #   scripts/vllm_cpu_serve.sh [VENV_DIR] [MODEL_DIR] [PORT] [TIMEOUT_S]
 #   VLLM_CPU_PYTHON=/opt/vllm-cpu/bin/python scripts/vllm_cpu_serve.sh "" ~/models/tiny 8766   # a venv elsewhere
 #   DRY_RUN=1 scripts/vllm_cpu_serve.sh ...    # prints the python, model, state dir and URL file; starts nothing
+# While the server starts, a line every PROGRESS_S seconds (default 30) with the last line of its log.
 #
 # Prints the base URL and writes it to URL_FILE (default .vllm_cpu_url at the repo root, gitignored): the one place
 # the vLLM test tier (tests/integration/) and other tiers (e.g. the HierR judge's) look for the server. Served model
@@ -41,8 +42,17 @@ VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \
 PID=$!
 echo "$PID" > "$STATE_DIR/server.pid"
 
+# a line every PROGRESS_S seconds (default 30) with the server log's last line: a start under load took over 2 min
+# in the seed-5 walk with nothing printed after the first line
+NEXT_NOTE=${PROGRESS_S:-30}
 while true; do
   if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
+  ELAPSED=$(( $(date +%s) - t0 ))
+  if (( ELAPSED >= NEXT_NOTE )); then
+    echo "[vllm-cpu serve] starting: ${ELAPSED} s of at most ${TIMEOUT} s; $STATE_DIR/server.log:" \
+         "$(tail -n 1 "$STATE_DIR/server.log" 2>/dev/null | cut -c1-160)" >&2
+    NEXT_NOTE=$(( ELAPSED + ${PROGRESS_S:-30} ))
+  fi
   if ! kill -0 "$PID" 2>/dev/null; then
     echo "[vllm-cpu serve] server exited early; last log lines of $STATE_DIR/server.log:" >&2
     tail -n 40 "$STATE_DIR/server.log" >&2; rm -f "$STATE_DIR/server.pid"; exit 1

@@ -48,8 +48,9 @@ def test_a_dry_run_names_the_state_dir_beside_what_was_given_and_keeps_the_defau
     assert sorted(os.listdir(tmp_path)) == []  # a dry run creates nothing
 
 
-def fake_venv(tmp_path):
-    """A venv whose python, run as vLLM's API server, serves GET /health on 127.0.0.1:<--port> and logs its args."""
+def fake_venv(tmp_path, delay=0):
+    """A venv whose python, run as vLLM's API server, serves GET /health on 127.0.0.1:<--port> (after ``delay``
+    seconds of "loading") and logs its args."""
     www = tmp_path / "www"
     www.mkdir()
     (www / "health").write_text("ok")
@@ -60,6 +61,7 @@ def fake_venv(tmp_path):
 echo "$@" > "{tmp_path}/args"
 port=""
 while [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done
+echo "loading the model"; sleep {delay}
 cd "{www}" && exec "{sys.executable}" -m http.server --bind 127.0.0.1 "$port"
 """)
     python.chmod(0o755)
@@ -128,3 +130,19 @@ def test_serve_fails_at_start_naming_a_python_that_is_not_there(tmp_path, given)
     proc = script(SERVE, *args, "", str(free_port()), "5", URL_FILE=str(tmp_path / "url"), **env)
     assert proc.returncode == 2 and f"no python at {tmp_path}/x/bin/python" in proc.stderr
     assert not (tmp_path / "url").exists()
+
+
+def test_a_slow_start_says_it_is_starting_with_the_last_line_of_the_servers_log(tmp_path):
+    """vLLM's start under load took minutes in the seed-5 walk with one line printed; serve.sh now writes a line
+    every PROGRESS_S seconds with the server log's last line until the server is healthy."""
+    venv, port = fake_venv(tmp_path, delay=4), free_port()
+    up = script(SERVE, str(venv), "", str(port), "60", URL_FILE=str(tmp_path / "url"), PROGRESS_S="1")
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        notes = [line for line in up.stderr.splitlines() if line.startswith("[vllm-cpu serve] starting: ")]
+        assert notes, up.stderr
+        assert all("of at most 60 s;" in n and n.endswith("server.log: loading the model") for n in notes), notes
+        assert "healthy after" in said(up)
+    finally:
+        down = script(STOP, str(venv), URL_FILE=str(tmp_path / "url"))
+    assert down.returncode == 0 and not listening(port)
