@@ -49,8 +49,8 @@ while true; do
   if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
   ELAPSED=$(( $(date +%s) - t0 ))
   if (( ELAPSED >= NEXT_NOTE )); then
-    echo "[vllm-cpu serve] starting: ${ELAPSED} s of at most ${TIMEOUT} s; $STATE_DIR/server.log:" \
-         "$(tail -n 1 "$STATE_DIR/server.log" 2>/dev/null | cut -c1-160)" >&2
+    LAST=$(tail -n 1 "$STATE_DIR/server.log" 2>/dev/null | cut -c1-160)
+    echo "[vllm-cpu serve] starting: ${ELAPSED} s of at most ${TIMEOUT} s; $STATE_DIR/server.log: ${LAST:-(empty yet)}" >&2
     NEXT_NOTE=$(( ELAPSED + ${PROGRESS_S:-30} ))
   fi
   if ! kill -0 "$PID" 2>/dev/null; then
