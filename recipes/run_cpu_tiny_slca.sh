@@ -142,7 +142,9 @@ NOISE_ARGS=()
                                           +reward.custom_reward_function.reward_kwargs.judge_noise_seed="${SEED}")
 SEED_ARGS=(actor_rollout_ref.rollout.seed="${SEED}" +data.seed="${SEED}" actor_rollout_ref.actor.data_loader_seed="${SEED}")
 bash "${RECIPES_DIR}/run_qwen7b_slca.sh" "${SEED_ARGS[@]}" "${NOISE_ARGS[@]}" "$@"
-case "${DRY_RUN:-0}" in
-  0|false) "${PY[@]}" slca_verl.eval.plots --metrics "${OUTPUT_DIR}/metrics.jsonl" --labels "${ADV_ESTIMATOR}" \
-             --out_dir "${OUTPUT_DIR}/plots" ;;
+# the training curves; not after a validation-only run (recipes/eval_in_domain.sh, VAL_ONLY=1): one validation point and
+# no training batches made a one-point figure and "no data for [...]" at the end of every in-domain eval
+case "${DRY_RUN:-0}:${VAL_ONLY:-0}" in
+  0:0|false:0) "${PY[@]}" slca_verl.eval.plots --metrics "${OUTPUT_DIR}/metrics.jsonl" --labels "${ADV_ESTIMATOR}" \
+                 --out_dir "${OUTPUT_DIR}/plots" ;;
 esac
