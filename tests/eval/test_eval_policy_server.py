@@ -24,8 +24,13 @@ import http.server, json, os, signal, subprocess, sys
 here = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(here, "args.json"), "w") as f:
     json.dump(sys.argv[1:], f)
-engine = "import signal, time\\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n" if {stubborn} else "")
-subprocess.Popen([sys.executable, "-c", engine + "time.sleep(300)", "engine-of", here])
+engine = "import signal, sys, time\\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n" if {stubborn} else "")
+ready = os.path.join(here, "engine.ready")
+engine += "open(sys.argv[2], 'w').close()\\ntime.sleep(300)\\n"
+subprocess.Popen([sys.executable, "-c", engine, "engine-of", ready])
+import time
+while not os.path.exists(ready):  # healthy only once the engine runs (and ignores SIGTERM, if stubborn): under load
+    time.sleep(0.05)              # a TERM sent before the engine set SIG_IGN killed it and the test saw no SIGKILL
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200 if self.path == "/health" else 404)
