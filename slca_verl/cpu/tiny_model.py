@@ -290,6 +290,19 @@ def gold_dialogues(
     return asyncio.run(run(rows))
 
 
+def one_cycle(opt, lr: float, steps: int):
+    """The warm-up's learning-rate schedule: torch's OneCycleLR peaking at ``lr`` after 10 % of ``steps``.
+
+    torch's schedule divides by zero when its rising phase ends on step 0 (exactly 10 steps at 10 %) and cannot have
+    two phases in fewer than 3 steps, so short warm-ups rise over 2 steps (``pct_start = 2 / steps`` below 20 steps)
+    and 1-2 steps keep ``lr`` constant. From 20 steps on it is the plain 10 % schedule."""
+    import torch
+
+    if steps < 3:
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=max(0.1, 2 / steps))
+
+
 def warm_up(
     model_dir: str,
     sft_parquet: str,
@@ -326,7 +339,7 @@ def warm_up(
     n, batch = len(encoded), (len(encoded) if batch_size <= 0 else min(int(batch_size), len(encoded)))
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(1, steps), pct_start=0.1)
+    sched = one_cycle(opt, lr, steps)
     losses, trained_tokens = [], 0
     every, t0 = max(1, steps // 10), time.monotonic()
     logger.info("warm-up: %d steps on %d episodes (batch %d); progress every %d steps", steps, n, batch, every)
