@@ -175,3 +175,33 @@ def test_gold_in_no_known_form_is_rejected_as_not_nested(tmp_path):
     rows = [authors_row("mixed", ["server-search_components", SEARCH]), authors_row("a dict", {"name": "x"})]
     report, _, _ = run(tmp_path, rows)
     assert dict(report.rejected) == {"gold_not_nested": 2}
+
+
+def test_per_turn_rewards_on_the_authors_v1_rows_pay_no_redundant_call(tmp_path):
+    """The flat-gold rule on the rows as data_prep writes them (flat v1 and names-only gold, kept by default): the
+    written ground truth carries its gold_format to HierR, whose per-turn step rewards then treat the calls as an
+    unordered set, so repeating a call or calling a tool the gold does not need earns less than the honest episode,
+    and calling the two gold calls in one turn or in two earns the same (the written gold is one step of two calls:
+    read as nested, the split would score below the parallel call)."""
+    from slca_verl.rewards.hierr import score_trajectory_sync
+
+    _, rows, _ = run(tmp_path, ROWS)
+    truth = {k: rows[q]["reward_model"]["ground_truth"] for k, q in (("flat", "flat: search and list"),)}
+    names_q = next(q for q in rows if q.startswith("names"))
+    truth["names"] = rows[names_q]["reward_model"]["ground_truth"]
+
+    def ret(turns, gt):
+        out = score_trajectory_sync([*turns, "Here are the components."], ["{}"] * len(turns), dict(gt))
+        return sum(json.loads(out["step_rewards"]))
+
+    def block(*calls):
+        return "<tool_call>\n" + json.dumps(list(calls) if len(calls) > 1 else calls[0]) + "\n</tool_call>"
+
+    gt = truth["flat"]
+    honest = ret([block(SEARCH, LIST)], gt)
+    assert ret([block(SEARCH), block(LIST)], gt) == pytest.approx(honest)
+    assert ret([block(SEARCH, LIST), block(SEARCH)], gt) < honest
+    assert ret([block(SEARCH), block(SEARCH), block(LIST)], gt) < honest
+    gt = truth["names"]
+    honest = ret([block(SEARCH), block(SEARCH), block(LIST)], gt)
+    assert ret([block(SEARCH), block(SEARCH), block(LIST), block(LIST)], gt) < honest
