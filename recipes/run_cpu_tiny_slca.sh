@@ -49,7 +49,8 @@ case "${TASK}" in
             LR_DEFAULT=1e-4; STEPS_DEFAULT=5; ABSTENTION_FIX_DEFAULT=0 ;;
   *) echo "unknown TASK=${TASK} (cpu_task | xlam)" >&2; exit 2 ;;
 esac
-# the warm-up's headroom for RL (slca_verl/cpu/tiny_model.py undecided_steps; docs/cpu.md has what each measured):
+# the warm-up's headroom for RL (slca_verl/cpu/tiny_model.py undecided_steps; what each setting measured:
+# docs/results/cpu_task_development.md):
 # share of the rows written once per version of their tool choice and slot order, how many times each wrong version
 # is written, and the episodes per warm-up step (0: all)
 WARMUP_UNDECIDED=${WARMUP_UNDECIDED:-0}

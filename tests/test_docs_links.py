@@ -1,6 +1,6 @@
-"""Every relative link in the README, the CHANGELOG and docs/*.md points at a file that exists, and every
-``#anchor`` into one of our markdown files at a heading it has (GitHub's slug rule), so moving or renaming a page
-or a heading cannot leave a dead link behind."""
+"""Every relative link in the README, the CHANGELOG, docs/*.md and docs/results/*.md points at a file that exists,
+and every ``#anchor`` into one of our markdown files at a heading it has (GitHub's slug rule), so moving or renaming
+a page or a heading cannot leave a dead link behind."""
 
 import re
 import unicodedata
@@ -10,7 +10,8 @@ from urllib.parse import unquote
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([*(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "results").glob("*.md")])
+PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *DOCS])
 
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 # [text](target) and ![alt](target); the target stops at whitespace or the closing parenthesis
@@ -99,10 +100,11 @@ def test_the_pages_exist():
 
 
 def test_every_docs_page_is_in_the_index():
-    """docs/README.md lists every page of docs/ (and the README's Documentation table links the index)."""
+    """docs/README.md lists every page of docs/ and docs/results/ (and the README's Documentation table links the
+    index)."""
     index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
-    listed = {Path(t.partition("#")[0]).name for _, t in links(ROOT / "docs" / "README.md")}
-    missing = [p.name for p in (ROOT / "docs").glob("*.md") if p.name != "README.md" and p.name not in listed]
+    listed = {(ROOT / "docs" / t.partition("#")[0]).resolve() for _, t in links(ROOT / "docs" / "README.md")}
+    missing = [str(p.relative_to(ROOT)) for p in DOCS if p.name != "README.md" and p.resolve() not in listed]
     assert not missing, f"docs/README.md does not list {missing}"
     assert index.startswith("# ")
     assert "docs/README.md" in (ROOT / "README.md").read_text(encoding="utf-8")
