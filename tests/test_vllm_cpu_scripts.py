@@ -132,6 +132,7 @@ def test_serve_fails_at_start_naming_a_python_that_is_not_there(tmp_path, given)
     assert not (tmp_path / "url").exists()
 
 
+@pytest.mark.slow
 def test_a_slow_start_says_it_is_starting_with_the_last_line_of_the_servers_log(tmp_path):
     """vLLM's start under load took minutes in the seed-5 walk with one line printed; serve.sh now writes a line
     every PROGRESS_S seconds with the server log's last line until the server is healthy."""

@@ -52,6 +52,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_verl_cpu_platform_resolves_every_cpu_piece_through_verls_own_lookups():
     got, _ = run_python(PROBE)
     assert got["platform"] == "PlatformCPU" and got["device"] == "cpu" and got["device_id"] == "cpu"
@@ -62,6 +63,7 @@ def test_verl_cpu_platform_resolves_every_cpu_piece_through_verls_own_lookups():
     assert all(got["again"].values()), got["again"]  # activating twice is a no-op that still reports success
 
 
+@pytest.mark.slow
 def test_without_the_cpu_platform_nothing_of_slca_verl_cpu_is_imported_or_patched():
     got, _ = run_python(
         "import json, sys, verl, verl.utils.distributed as d; from verl.plugin.platform import PlatformRegistry;"
@@ -74,6 +76,7 @@ def test_without_the_cpu_platform_nothing_of_slca_verl_cpu_is_imported_or_patche
     assert got == {"mods": ["slca_verl.cpu"], "cpu": False, "patched": False}
 
 
+@pytest.mark.slow
 def test_patches_refuse_an_unknown_verl_version_and_say_which():
     got, err = run_python(
         "import json, verl; verl.__version__ = '9.9.9'; from slca_verl.cpu import patches;"
@@ -84,6 +87,7 @@ def test_patches_refuse_an_unknown_verl_version_and_say_which():
     assert "verl 9.9.9 is not one of" in err and "gloo_process_group" in err
 
 
+@pytest.mark.slow
 def test_a_gpu_rollout_on_the_cpu_platform_is_refused_naming_the_override():
     got, _ = run_python(
         "import json, verl; from verl.workers.rollout.replica import get_rollout_replica_class\n"
@@ -232,6 +236,7 @@ def test_assistant_labels_mark_exactly_the_assistant_turns_and_their_end_token(t
     assert "weather in paris" not in marked and '{"t": 21}' not in marked and "sys" not in marked
 
 
+@pytest.mark.slow
 def test_gold_episodes_hold_the_call_the_simulated_response_and_a_grounded_reply(tmp_path):
     sample = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data", "quickstart_xlam.json")
     subproc.run(

@@ -513,6 +513,7 @@ def run_module(source, input_path, out):
     )
 
 
+@pytest.mark.slow
 def test_a_json_file_that_is_not_utf8_is_one_clear_error_naming_the_byte(tmp_path):
     data = json.dumps([xlam_record()]).encode()
     (tmp_path / "in.json").write_bytes(data[:10] + b"\xff" + data[10:])
@@ -521,6 +522,7 @@ def test_a_json_file_that_is_not_utf8_is_one_clear_error_naming_the_byte(tmp_pat
     assert f"{tmp_path / 'in.json'}: not UTF-8 at byte offset 10" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_pretty_printed_json_with_one_syntax_error_is_one_error_naming_line_and_column(tmp_path):
     text = json.dumps([xlam_record("a?"), xlam_record("b?")], indent=2)
     text = text.replace('"query": "b?",', '"query": "b?"', 1)  # a missing comma on one line
@@ -676,6 +678,7 @@ def test_json_lines_in_a_json_file_still_read_line_by_line(tmp_path):
     assert questions(df) == ["a?", "b\u2028c?"]
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_parquet_is_a_clear_error(tmp_path):
     (tmp_path / "in.parquet").write_bytes(b"PAR1 not really")
     proc = run_module("toucan", tmp_path / "in.parquet", tmp_path / "out")

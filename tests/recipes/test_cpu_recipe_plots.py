@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 
+import pytest
 import subproc
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,6 +45,7 @@ def run(tmp_path, name, **env):
     return out, result.stderr
 
 
+@pytest.mark.slow
 def test_a_training_run_is_plotted_and_a_validation_only_run_is_not(tmp_path):
     shutil.copytree(os.path.join(REPO, "recipes"), tmp_path / "repo" / "recipes")
     shutil.copytree(os.path.join(REPO, "scripts"), tmp_path / "repo" / "scripts")

@@ -220,6 +220,7 @@ def test_abstention_fix_switches_on_both_fixes_and_still_composes(tmp_path, esti
     assert sorted(set(args) - set(default)) == sorted(a for a in args if "abstention" in a or "direct_replies" in a)
 
 
+@pytest.mark.slow
 def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
     proc = subproc.run(
         ["bash", os.path.join(RECIPES, "run_qwen7b_rltr.sh")],
@@ -440,6 +441,7 @@ def test_the_simulator_and_the_judge_on_one_node_take_disjoint_gpus_and_a_collis
         stop_fakes(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_slow_first_start_that_keeps_logging_survives_and_a_silent_one_is_called_stuck(tmp_path):
     port = free_port_pair()
     try:  # loading for 5 s, logging every 0.3 s: survives a 2 s stall limit (the old fixed wait killed it)
@@ -746,6 +748,7 @@ def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_ch
 
 
 # grpo's variant (another reward layout, the same writes) runs in the e2e tier: ~15 s of the default tier's budget
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["slca_grpo", pytest.param("grpo", marks=pytest.mark.e2e)])
 def test_a_dry_run_of_the_cpu_and_7b_recipes_writes_nothing_into_the_checkout(tmp_path, estimator):
     def untracked():

@@ -7,6 +7,7 @@ config). Each case imports verl in a fresh process (~5-10 s)."""
 import os
 import sys
 
+import pytest
 import subproc
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,6 +26,7 @@ def env(**kw):
     return {**{k: v for k, v in os.environ.items() if k not in ("VERL_PLATFORM", "PYTHONWARNINGS")}, **kw}
 
 
+@pytest.mark.slow
 def test_verls_start_up_notices_become_one_line_and_the_runs_own_warnings_still_show(tmp_path):
     (tmp_path / "probe.py").write_text(PROBE)
     child_log = tmp_path / "child.log"
@@ -49,6 +51,7 @@ def test_verls_start_up_notices_become_one_line_and_the_runs_own_warnings_still_
     assert "engine is not available" not in child_log.read_text()
 
 
+@pytest.mark.slow
 def test_verls_main_ppo_runs_through_it_with_hydras_config_beside_main_ppo(tmp_path):
     out = subproc.run(
         [sys.executable, STARTUP, "verl.trainer.main_ppo", "--cfg", "job", "trainer.total_epochs=3"],
@@ -85,6 +88,7 @@ sys.stderr.write(child.stderr)
 """
 
 
+@pytest.mark.slow
 def test_transfer_queue_threads_fit_the_machine_so_its_put_and_get_do_not_warn_each_time(tmp_path):
     """A process the step starts (a Ray worker: TransferQueue's storage units and clients) runs TransferQueue's own
     thread cap at the TQ_NUM_THREADS it was given: no "should not exceed total physical CPU cores" warning, which a
@@ -114,6 +118,7 @@ def test_transfer_queue_threads_fit_the_machine_so_its_put_and_get_do_not_warn_e
     assert out.returncode == 0 and out.stdout.split("TQ ")[1].split()[0] == "1", out.stdout + out.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_the_eval_commands_python_steps_on_a_cpu_start_through_it_and_other_devices_are_unchanged(tmp_path):
     """recipes/eval_lib.sh's VERL_PY, which eval_in_domain.sh, eval_bfcl.sh and eval_tau2.sh start their python steps
     with (the merger, the export, the scorers, the summary): on DEVICE=cpu each step's verl notices are one line (the
