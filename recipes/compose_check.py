@@ -89,6 +89,8 @@ def check_ppo(cfg) -> dict:
     estimator = algo.adv_estimator
     get_adv_estimator_fn(estimator)  # raises for an unregistered name (plugin not installed)
     check_estimator_config(algo)  # our estimators' settings, as the slca_* trainer modes check them at start-up
+    if estimator == "gdpo" and not algo.get("gdpo_reward_keys"):  # verl's own; gdpo_v1's keys: the check above
+        raise ValueError("gdpo needs +algorithm.gdpo_reward_keys (e.g. [r_tool,r_sum])")
     if estimator == "gdpo" and cfg.trainer.use_v1:
         raise ValueError(
             "gdpo reads reward keys from non_tensor_batch, which only verl's legacy trainer fills: "

@@ -239,6 +239,7 @@ def test_dry_run_mode_runs_the_composer_end_to_end(tmp_path):
         (["+algorithm.slca.lamda_tool=2"], "unknown keys under algorithm.slca"),
         (["algorithm.adv_estimator=no_such_estimator"], "no_such_estimator"),
         (["trainer.v1.trainer_mode=sync"], r"gdpo_v1 gets its reward components from an slca_\* trainer mode"),
+        (["algorithm.adv_estimator=gdpo", "trainer.use_v1=false"], r"gdpo needs \+algorithm.gdpo_reward_keys"),
         (["actor_rollout_ref.rollout.multi_turn.format=hermez"], "multi_turn.format='hermez' is not a tool-call"),
     ],
 )
