@@ -40,7 +40,7 @@ CITIES = ("Paris", "Rome", "Tokyo", "Cairo", "Lima", "Oslo", "Delhi", "Berlin", 
 CURRENCIES = ("USD", "EUR", "JPY", "GBP", "INR", "BRL")
 
 
-def _tool(name: str, description: str, **params: str) -> dict:
+def function_tool(name: str, description: str, **params: str) -> dict:
     return {
         "type": "function",
         "function": {
@@ -56,9 +56,11 @@ def _tool(name: str, description: str, **params: str) -> dict:
 
 
 TOOLS = [
-    _tool("get_weather", "Current weather of a city.", city="city name"),
-    _tool("get_population", "Number of inhabitants of a city.", city="city name"),
-    _tool("get_exchange_rate", "Exchange rate between two currencies.", base="currency code", quote="currency code"),
+    function_tool("get_weather", "Current weather of a city.", city="city name"),
+    function_tool("get_population", "Number of inhabitants of a city.", city="city name"),
+    function_tool(
+        "get_exchange_rate", "Exchange rate between two currencies.", base="currency code", quote="currency code"
+    ),
 ]
 
 

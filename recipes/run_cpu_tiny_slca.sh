@@ -29,10 +29,11 @@ REPO_ROOT=$(dirname "${RECIPES_DIR}")
 
 export ADV_ESTIMATOR=${ADV_ESTIMATOR:-slca_grpo}
 SEED=${SEED:-0}
-TASK=${TASK:-cpu_task}                           # cpu_task | xlam
+TASK=${TASK:-cpu_task}                           # cpu_task | cpu_chain | xlam
 CACHE_DIR=${CACHE_DIR:-${HOME}/.cache/slca_verl}
 JUDGE_NOISE=${JUDGE_NOISE:-0}                    # σ of the judge's noise (NoisyJudge, in r_sum units)
 export TOOL_FORMAT=${TOOL_FORMAT:-hermes}        # verl's multi_turn.format, and the warm-up's call format
+KEY_FILES=()
 case "${TASK}" in
   # cpu_task: the warm-up sees every training row, and every version of its tool choice (weather or population) and
   # currency order, the wrong ones 3 times to the gold's once (WARMUP_ALT_REPEATS): it learns the format and to copy
@@ -43,11 +44,19 @@ case "${TASK}" in
             WARMUP_ALT_REPEATS=${WARMUP_ALT_REPEATS:-3}; SAMPLE=${REPO_ROOT}/data_prep/cpu_task.py; DATA_NAME=cpu_task
             BATCH_DEFAULTS=(8 4 2 8 16); TEST_FREQ_DEFAULT=5; VAL_BEFORE_TRAIN_DEFAULT=true; LR_DEFAULT=3e-4
             STEPS_DEFAULT=20; ABSTENTION_FIX_DEFAULT=1 ;;
+  # cpu_chain: two dependent calls (data_prep/cpu_chain.py), the same warm-up: every other version of each step
+  # (find_airport for find_station, arrivals for departures) written 3 times to the gold's once
+  cpu_chain) WARMUP_STEPS=${WARMUP_STEPS:-800}; WARMUP_LR=${WARMUP_LR:-1e-2}; VOCAB_SIZE=${VOCAB_SIZE:-1024}
+            WARMUP_SHARE=${WARMUP_SHARE:-1}; WARMUP_UNDECIDED=${WARMUP_UNDECIDED:-1}; WARMUP_BATCH=${WARMUP_BATCH:-32}
+            WARMUP_ALT_REPEATS=${WARMUP_ALT_REPEATS:-3}; SAMPLE=${REPO_ROOT}/data_prep/cpu_chain.py; DATA_NAME=cpu_chain
+            KEY_FILES=("${REPO_ROOT}/data_prep/cpu_task.py")   # its cities
+            BATCH_DEFAULTS=(8 4 2 8 16); TEST_FREQ_DEFAULT=5; VAL_BEFORE_TRAIN_DEFAULT=true; LR_DEFAULT=3e-4
+            STEPS_DEFAULT=20; ABSTENTION_FIX_DEFAULT=1 ;;
   xlam)     WARMUP_STEPS=${WARMUP_STEPS:-100}; WARMUP_LR=${WARMUP_LR:-1e-2}; VOCAB_SIZE=${VOCAB_SIZE:-0}
             WARMUP_SHARE=${WARMUP_SHARE:-1}; SAMPLE=${SAMPLE:-${REPO_ROOT}/examples/data/quickstart_xlam.json}
             DATA_NAME=xlam; BATCH_DEFAULTS=(2 4 2 2 2); TEST_FREQ_DEFAULT=-1; VAL_BEFORE_TRAIN_DEFAULT=false
             LR_DEFAULT=1e-4; STEPS_DEFAULT=5; ABSTENTION_FIX_DEFAULT=0 ;;
-  *) echo "unknown TASK=${TASK} (cpu_task | xlam)" >&2; exit 2 ;;
+  *) echo "unknown TASK=${TASK} (cpu_task | cpu_chain | xlam)" >&2; exit 2 ;;
 esac
 # the warm-up's headroom for RL (slca_verl/cpu/tiny_model.py undecided_steps; what each setting measured:
 # docs/results/cpu_task_development.md):
@@ -59,7 +68,7 @@ WARMUP_BATCH=${WARMUP_BATCH:-0}
 export ABSTENTION_FIX=${ABSTENTION_FIX:-${ABSTENTION_FIX_DEFAULT}}  # the CPU task has chat prompts: answer them
 # the cache key: seed, task, warm-up budget, share, undecided share and repeats, batch, vocabulary, tool-call format, and the builder's and
 # the data's code (a change rebuilds)
-BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" | sha1sum | cut -c1-10)
+BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" ${KEY_FILES[@]+"${KEY_FILES[@]}"} | sha1sum | cut -c1-10)
 FORMAT_TAG=$([[ "${TOOL_FORMAT}" == hermes ]] || echo "_${TOOL_FORMAT}")
 TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}r${WARMUP_ALT_REPEATS}_b${WARMUP_BATCH}_v${VOCAB_SIZE}${FORMAT_TAG}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
@@ -76,8 +85,8 @@ build_tiny() {  # data + model, once per TINY_DIR
   # ~0.5 s a warm-up step; a loaded machine's pace scales the rest); the warm-up logs its own steps and time left
   progress_start "tiny model build" 10 10 15 $((10 + WARMUP_STEPS / 2))
   progress_stage 1 "the task's rows (${TASK}, seed ${SEED}) -> ${TINY_DIR}"
-  if [[ "${TASK}" == cpu_task ]]; then
-    "${PY[@]}" data_prep.cpu_task --output_dir "${tmp}/data" --seed "${SEED}" --no_progress
+  if [[ "${TASK}" == cpu_task || "${TASK}" == cpu_chain ]]; then
+    "${PY[@]}" "data_prep.${TASK}" --output_dir "${tmp}/data" --seed "${SEED}" --no_progress
   else
     "${PY[@]}" data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
   fi

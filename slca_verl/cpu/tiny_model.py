@@ -13,8 +13,8 @@ cost. ``--vocab_from`` retrains the Qwen3 tokenizer on the rendered gold episode
 with it and everything else (verl's chat rendering, the hermes parser, the agent loop) is unchanged.
 
 A random model never writes a ``<tool_call>``, so every HierR reward is the no-call penalty and every advantage 0.
-The gold trajectories teach it the shape of an episode: the prompt, the first gold step as hermes ``<tool_call>``
-blocks, the tool response SGLS's offline backend gives for it (what the RL run's simulator answers), and a reply
+The gold trajectories teach it the shape of an episode: the prompt, each gold step in turn as hermes ``<tool_call>``
+blocks with the tool responses SGLS's offline backend gives for them (what the RL run's simulator answers), and a reply
 that repeats part of that response (what the offline proxy judge rewards). Rows whose gold has no call get a
 direct reply. After the warm-up the policy writes calls that are sometimes right, so rewards vary within a group
 and both segments carry signal.
@@ -211,9 +211,10 @@ def undecided_steps(step: list[dict], schemas: Sequence[dict]) -> list[list[dict
 async def _gold_dialogues(
     row: dict, simulator, undecided: bool = False, alt_repeats: int = 1, tool_format: str = "hermes"
 ) -> list[list[dict]]:
-    """The row's gold episode, or with ``undecided`` one episode per version of its first step
-    (:func:`undecided_steps`), each version other than the gold one ``alt_repeats`` times; calls written in
-    ``tool_format`` (verl's ``multi_turn.format`` names)."""
+    """The row's gold episode (every gold step in turn, each answered by the simulator, then a reply), or with
+    ``undecided`` also one episode per other version of each step (:func:`undecided_steps`), each ``alt_repeats``
+    times: the gold steps before it, the version, its response, a reply (a wrong step ends the episode: a dependent
+    next step would have no argument). Calls written in ``tool_format`` (verl's ``multi_turn.format`` names)."""
     from slca_verl.toolcall.formats import get_format
     from slca_verl.toolcall.rows import plain
 
@@ -221,26 +222,29 @@ async def _gold_dialogues(
 
     prompt = [{"role": m["role"], "content": m["content"]} for m in _messages(row["prompt"])]
     gt = plain(plain(row["reward_model"], json_text="any")["ground_truth"], json_text="any")
-    gold = plain(gt.get("gold_tool_calls") or [], json_text="any")
+    gold = [s for s in plain(gt.get("gold_tool_calls") or [], json_text="any") if s]
     schemas = plain(row.get("extra_info") or {}, json_text="any").get("tool_schemas") or gt.get("tool_schemas")
-    if not gold or not gold[0]:
+    if not gold:
         return [prompt + [{"role": "assistant", "content": "No tool fits this request, so I answer directly."}]]
-    steps = [gold[0]]
+    walks = [gold]
     if undecided:
-        versions = undecided_steps(gold[0], plain(schemas or [], json_text="any"))
-        steps = versions[:1] + [v for v in versions[1:] for _ in range(alt_repeats)]
+        for k, step in enumerate(gold):
+            others = undecided_steps(step, plain(schemas or [], json_text="any"))[1:]
+            walks += [gold[:k] + [v] for v in others for _ in range(alt_repeats)]
     episodes = []
-    for step in steps:
-        responses = []
-        for call in step:
-            res = await simulator.call(call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold")
-            responses.append(res.text)
-        episodes.append(
-            prompt
-            + [{"role": "assistant", "content": fmt.render_calls(step)}]
-            + [{"role": "tool", "content": r} for r in responses]
-            + [{"role": "assistant", "content": grounded_reply(responses)}]
-        )
+    for walk in walks:
+        episode, responses = list(prompt), []
+        for step in walk:
+            texts = []
+            for call in step:
+                res = await simulator.call(
+                    call["name"], call.get("arguments") or {}, tool_schemas=schemas, scope="gold"
+                )
+                texts.append(res.text)
+            episode += [{"role": "assistant", "content": fmt.render_calls(step)}]
+            episode += [{"role": "tool", "content": r} for r in texts]
+            responses += texts
+        episodes.append(episode + [{"role": "assistant", "content": grounded_reply(responses)}])
     return episodes
 
 

@@ -341,3 +341,47 @@ def test_gold_dialogues_undecided_writes_every_version_of_the_chosen_rows(tmp_pa
     assert tiny_model.gold_dialogues(rl, share=0.3, seed=1, undecided=0.0) == decided
     with pytest.raises(ValueError, match="undecided"):
         tiny_model.gold_dialogues(rl, undecided=1.5)
+
+
+def test_gold_dialogues_walk_every_step_and_end_a_wrong_version_with_a_reply(tmp_path):
+    """Multi-step gold (data_prep.cpu_chain): the gold episode makes both calls, the second with the station the
+    first call's response names; each other version of a step follows the gold steps before it and ends the episode
+    (its next step would have no argument)."""
+    from data_prep import cpu_chain
+
+    cpu_chain.main(["--output_dir", str(tmp_path), "--seed", "0", "--no_progress"])
+    rl = [str(tmp_path / "cpu_chain_train.parquet")]
+    gold = tiny_model.gold_dialogues(rl)
+    undecided = tiny_model.gold_dialogues(rl, undecided=1.0, alt_repeats=2)
+    calls = lambda d: [json.loads(m["content"].split("\n")[1]) for m in d if m["content"].startswith("<tool_call>")]  # noqa: E731
+    by_prompt = collections.defaultdict(list)
+    for d in undecided:
+        by_prompt[json.dumps(d[:2])].append(d)
+    assert set(by_prompt) == {json.dumps(d[:2]) for d in gold}
+    for d in gold:
+        question = d[1]["content"]
+        roles = [m["role"] for m in d[2:]]
+        versions = by_prompt[json.dumps(d[:2])]
+        assert versions[0] == d
+        if any(
+            w in question for w in ("train", "departure", "arrival")
+        ):  # a chain: call, response, call with the response's station, response, reply
+            assert roles == ["assistant", "tool", "assistant", "tool", "assistant"]
+            first, second = calls(d)
+            assert (
+                first["name"] == "find_station"
+                and second["arguments"]["station"] == json.loads(d[3]["content"])["station"]
+            )
+            assert json.loads(d[3]["content"])["station"] in d[-1]["content"]  # the reply is grounded
+            # versions: find_airport for step 1 (twice), the other timetable for step 2 (twice)
+            alt = [calls(v) for v in versions[1:]]
+            assert [len(c) for c in alt] == [1, 1, 2, 2]
+            assert [c[0]["name"] for c in alt[:2]] == ["find_airport"] * 2 and all(c[0] == first for c in alt[2:])
+            assert {c[1]["name"] for c in alt[2:]} == {"get_departures", "get_arrivals"} - {second["name"]}
+            assert all(
+                v[-1]["role"] == "assistant" and not v[-1]["content"].startswith("<tool_call>") for v in versions
+            )
+        elif "airport" in question:  # one step: the other lookup tool twice
+            assert roles == ["assistant", "tool", "assistant"] and len(versions) == 3
+        else:
+            assert roles == ["assistant"] and len(versions) == 1

@@ -1,0 +1,186 @@
+"""The multi-step CPU task: two dependent calls, the second one's argument found only in the first one's output
+(the task of ``TASK=cpu_chain bash recipes/run_cpu_tiny_slca.sh``; per-turn credit's in-trainer test).
+
+    python -m data_prep.cpu_chain --output_dir data/cpu_chain --seed 0    # cpu_chain_{train,val}.parquet + report
+
+Four tools and four kinds of prompt::
+
+    departures  "When does the next train leave from Rome?"   [[find_station(city=Rome)], [get_departures(station=S)]]
+    arrivals    "When does the next train arrive in Rome?"    [[find_station(city=Rome)], [get_arrivals(station=S)]]
+    airport     "Which airport serves Rome?"                  [[find_airport(city=Rome)]]
+    chat        "Tell me a joke about Rome."                  []   (a direct reply is right)
+
+S is the station ``find_station`` answers for the city: the tools carry response schemas (a station or an airport
+from a fixed list, a time), and the offline simulator picks the answer by a seeded hash of the call, so S is known
+only from the first call's output, the same in data preparation and in the RL run as long as the run's SGLS seed is
+``--sgls_seed`` (0, the seed of ``slca_verl/config/sgls_tool.yaml``). An episode therefore decides three times:
+which lookup tool to call (``find_station`` and ``find_airport`` take the same argument), whether to go on after
+it (the chain kinds do, the airport kind replies), and which of the two same-signature timetable tools answers the
+question. A wrong first call leaves the second without its argument.
+
+Validation holds out cities: ``--val_share`` of the cities (at least one) form the chain kinds' validation rows and
+never occur in a chain training row, so a right second call on them copies the station from the tool output rather
+than recalling it; the airport and chat kinds hold out their own share of cities. Data sources: ``cpu_chain``
+(chain rows: verl's validation reports their chain accuracy), ``cpu_chain_single`` (airport rows) and
+``cpu_chain_chat`` (chat rows: abstention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+from typing import Any, Iterable, Sequence
+
+from data_prep.cli import main_for
+from data_prep.cpu_task import CITIES, function_tool
+from data_prep.row_builder import Candidate, Rejection
+from data_prep.tool_schema import normalize_tools
+
+SOURCE = "cpu_chain"
+SINGLE_SOURCE = "cpu_chain_single"
+CHAT_SOURCE = "cpu_chain_chat"
+__all__ = ["SOURCE", "SINGLE_SOURCE", "CHAT_SOURCE", "STATIONS", "tools", "stations", "generate_records", "main"]
+
+STATIONS = ("Central", "North", "South", "East", "West", "Harbour")
+AIRPORTS = ("Intercontinental", "Regional", "Metropolitan", "Lakeside")
+TIMES = ("06:40", "08:15", "09:30", "11:05", "13:20", "15:45", "18:10", "21:35")
+
+
+def _returns(key: str, values: Sequence[str]) -> dict:
+    return {"type": "object", "properties": {key: {"type": "string", "enum": list(values)}}, "required": [key]}
+
+
+def tools() -> list[dict]:
+    """The task's tools in the normalised OpenAI form, each with its response schema (what SGLS answers from)."""
+    raw = [
+        (function_tool("find_station", "Main railway station of a city.", city="city name"), "station", STATIONS),
+        (function_tool("find_airport", "Main airport of a city.", city="city name"), "airport", AIRPORTS),
+        (function_tool("get_departures", "Next train leaving a station.", station="station name"), "time", TIMES),
+        (function_tool("get_arrivals", "Next train arriving at a station.", station="station name"), "time", TIMES),
+    ]
+    out = normalize_tools([t for t, _, _ in raw])
+    for t, (_, key, values) in zip(out, raw):
+        t["function"]["response_schema"] = _returns(key, values)
+    return out
+
+
+def stations(sgls_seed: int = 0) -> dict[str, str]:
+    """{city: the station the offline simulator (seed ``sgls_seed``) answers ``find_station(city)`` with}."""
+    from slca_verl.sgls import Simulator
+
+    async def run():
+        sim = Simulator({"backend": "offline", "cache_scope": "run", "seed": int(sgls_seed)})
+        try:
+            return {
+                c: json.loads((await sim.call("find_station", {"city": c}, tool_schemas=tools(), scope="data")).text)
+                for c in CITIES
+            }
+        finally:
+            await sim.aclose()
+
+    return {c: body["station"] for c, body in asyncio.run(run()).items()}
+
+
+PHRASINGS = {
+    "departures": ("When does the next train leave from {0}?", "Show me the next departure from {0}."),
+    "arrivals": ("When does the next train arrive in {0}?", "Show me the next arrival in {0}."),
+    "airport": ("Which airport serves {0}?", "What is the main airport of {0}?"),
+    "chat": ("Tell me a joke about {0}.", "Write a short poem about {0}."),
+}
+
+
+def gold(kind: str, city: str, station: str) -> list[list[dict]]:
+    """The nested gold of a ``kind`` row about ``city`` (``station``: what ``find_station(city)`` answers)."""
+    if kind in ("departures", "arrivals"):
+        return [
+            [{"name": "find_station", "arguments": {"city": city}}],
+            [{"name": f"get_{kind}", "arguments": {"station": station}}],
+        ]
+    if kind == "airport":
+        return [[{"name": "find_airport", "arguments": {"city": city}}]]
+    return []
+
+
+def generate_records(seed: int = 0, val_share: float = 0.25, sgls_seed: int = 0) -> list[dict]:
+    """Every record of the task: ``{"kind", "question", "gold", "split"}``, training records first. The chain kinds
+    share one seeded draw of ``max(1, round(val_share * 12))`` validation cities; the airport and chat kinds draw
+    their own."""
+    if not 0.0 < val_share < 1.0:
+        raise ValueError(f"--val_share must be in (0, 1), got {val_share}")
+    rng = random.Random(seed)
+    n_val = max(1, round(val_share * len(CITIES)))
+    station = stations(sgls_seed)
+    chain_order = rng.sample(CITIES, len(CITIES))
+    held = {"departures": chain_order[:n_val], "arrivals": chain_order[:n_val]}
+    for kind in ("airport", "chat"):
+        held[kind] = rng.sample(CITIES, len(CITIES))[:n_val]
+    records = [
+        {
+            "kind": kind,
+            "question": phrasing.format(city),
+            "gold": gold(kind, city, station[city]),
+            "split": "val" if city in held[kind] else "train",
+        }
+        for kind, phrasings in PHRASINGS.items()
+        for city in CITIES
+        for phrasing in phrasings
+    ]
+    records.sort(key=lambda r: r["split"] != "train")
+    return records
+
+
+def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
+    """One generated record -> one candidate with its split pinned."""
+    if not isinstance(record, dict) or not all(k in record for k in ("kind", "question", "gold", "split")):
+        return [Rejection("malformed_record", f"not a cpu_chain record: {str(record)[:200]}", index)]
+    kind = record["kind"]
+    source = {"chat": CHAT_SOURCE, "airport": SINGLE_SOURCE}.get(kind, SOURCE)
+    return [
+        Candidate(
+            data_source=source,
+            messages=[{"role": "user", "content": record["question"]}],
+            tools=tools(),
+            gold=record["gold"],
+            question=record["question"],
+            record_index=index,
+            subset="irrelevant" if kind == "chat" else kind,
+            split=record["split"],
+        )
+    ]
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--val_share", type=float, default=0.25, help="share of the cities held out per kind (0.25)")
+    p.add_argument(
+        "--sgls_seed",
+        type=int,
+        default=0,
+        help="the RL run's SGLS seed: the stations of the gold are what its offline simulator answers (default 0)",
+    )
+
+
+def _load(args: argparse.Namespace) -> tuple[list[dict], dict]:
+    records = generate_records(args.seed, args.val_share, args.sgls_seed)
+    counts: dict[str, dict[str, int]] = {}
+    for r in records:
+        counts.setdefault(r["split"], {}).setdefault(r["kind"], 0)
+        counts[r["split"]][r["kind"]] += 1
+    return records, {"generated": counts, "val_share": args.val_share, "sgls_seed": args.sgls_seed}
+
+
+def main(argv: Sequence[str] | None = None):
+    return main_for(
+        SOURCE,
+        __doc__.splitlines()[0],
+        lambda args: convert_record,
+        argv,
+        add_arguments=_add_arguments,
+        load=_load,
+        input_required=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""data_prep.cpu_chain: the multi-step CPU task. Its second call's argument is what the RL run's simulator answers
+the first call with, and validation holds out cities the chain kinds never train on (real parquet files read back,
+the simulator built from the seed of the agent loop's own SGLS config)."""
+
+import asyncio
+import json
+import os
+
+import pandas as pd
+import pytest
+import yaml
+
+from data_prep import cpu_chain
+from slca_verl.sgls import Simulator
+
+CONFIG = os.path.join(os.path.dirname(cpu_chain.__file__), "..", "slca_verl", "config", "sgls_tool.yaml")
+
+
+def gt(row):
+    return row["reward_model"]["ground_truth"]
+
+
+def city_of(row):
+    return gt(row)["question_content"].rstrip("?.").split()[-1]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cpu_chain")
+    report = cpu_chain.main(["--output_dir", str(out), "--seed", "3", "--no_progress"])
+    return report, pd.read_parquet(out / "cpu_chain_train.parquet"), pd.read_parquet(out / "cpu_chain_val.parquet")
+
+
+def run_seed() -> int:
+    """The SGLS seed of the agent loop's tool config (what the RL run's simulator uses)."""
+    return int(yaml.safe_load(open(CONFIG))["tools"][0]["config"]["seed"])
+
+
+def test_the_second_calls_station_is_what_the_runs_simulator_answers_the_first_call_with(written):
+    _, train, val = written
+    rows = pd.concat([train, val])
+    chains = rows[rows["data_source"] == "cpu_chain"]
+    assert len(chains) == 48
+
+    async def answer(row):
+        sim = Simulator({"backend": "offline", "seed": run_seed()})
+        try:
+            gold = json.loads(gt(row)["gold_tool_calls"])
+            first = gold[0][0]
+            res = await sim.call(first["name"], first["arguments"], tool_schemas=row["extra_info"]["tool_schemas"])
+            return json.loads(res.text)["station"], gold
+        finally:
+            await sim.aclose()
+
+    for _, row in chains.iterrows():
+        station, gold = asyncio.run(answer(row))
+        assert [len(s) for s in gold] == [1, 1] and gold[0][0] == {
+            "name": "find_station",
+            "arguments": {"city": city_of(row)},
+        }
+        assert gold[1][0]["arguments"] == {"station": station} and station not in gt(row)["question_content"]
+        assert gold[1][0]["name"] == "get_" + gt(row)["subset_name"]
+
+
+def test_chain_validation_cities_never_occur_in_a_chain_training_row(written):
+    report, train, val = written
+    val_chain = {city_of(r) for _, r in val.iterrows() if r["data_source"] == "cpu_chain"}
+    train_chain = {city_of(r) for _, r in train.iterrows() if r["data_source"] == "cpu_chain"}
+    assert len(val_chain) == 3 and not (val_chain & train_chain) and len(train_chain) == 9
+    # both chain kinds hold out the same cities, every phrasing; the single-step kinds hold out their own share
+    for kind in ("departures", "arrivals"):
+        assert {city_of(r) for _, r in val.iterrows() if gt(r)["subset_name"] == kind} == val_chain
+    assert val.groupby("data_source").size().to_dict() == {"cpu_chain": 12, "cpu_chain_chat": 6, "cpu_chain_single": 6}
+    assert report.rows_rejected == 0 and report.written_by_split == {"train": len(train), "val": len(val)}
+
+
+def test_rows_carry_the_tools_with_their_response_schemas_and_the_nested_gold(written):
+    _, train, _ = written
+    for _, r in train.iterrows():
+        tools = json.loads(r["extra_info"]["tool_schemas"])
+        assert [t["function"]["name"] for t in tools] == [
+            "find_station",
+            "find_airport",
+            "get_departures",
+            "get_arrivals",
+        ]
+        assert all(t["function"]["response_schema"]["required"] for t in tools)
+        gold = json.loads(gt(r)["gold_tool_calls"])
+        assert (r["data_source"] == "cpu_chain_chat") == (gold == [])
+        if r["data_source"] == "cpu_chain_single":
+            assert gold == [[{"name": "find_airport", "arguments": {"city": city_of(r)}}]]
+        assert "response_schema" in r["prompt"][0]["content"]  # the policy sees what each tool answers
+
+
+def test_seeds_move_the_split_and_the_sgls_seed_moves_the_stations():
+    a, b = cpu_chain.generate_records(seed=3), cpu_chain.generate_records(seed=4)
+    assert a == cpu_chain.generate_records(seed=3)
+    held = lambda rs: {r["question"] for r in rs if r["split"] == "val"}  # noqa: E731
+    assert held(a) != held(b)
+    assert cpu_chain.stations(0) != cpu_chain.stations(1)
+    assert set(cpu_chain.stations(0).values()) <= set(cpu_chain.STATIONS)
+    with pytest.raises(ValueError, match="val_share"):
+        cpu_chain.generate_records(val_share=0.0)
