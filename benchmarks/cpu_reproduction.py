@@ -41,13 +41,31 @@ METHODS = {
     "gdpo": {"ADV_ESTIMATOR": "gdpo"},
     "slca_grpo": {"ADV_ESTIMATOR": "slca_grpo", "ABSTENTION_FIX": "0"},  # faithful (the CPU recipe's default is 1)
     "slca_grpo_fix": {"ADV_ESTIMATOR": "slca_grpo", "ABSTENTION_FIX": "1"},
+    # per-turn credit and its comparators (for the multi-step task, --task cpu_chain)
+    "slca_grpo_turn": {"ADV_ESTIMATOR": "slca_grpo", "ABSTENTION_FIX": "1"},
+    "gigpo": {"ADV_ESTIMATOR": "gigpo"},
+    "mt_grpo": {"ADV_ESTIMATOR": "mt_grpo"},
 }
-#: what a run reports -> the key of verl's validation (or training) metrics it is read from
-VAL_KEYS = {
-    "tool_acc": "val-aux/cpu_task/toolpo_success/mean@1",
-    "abstention_acc": "val-aux/cpu_task_chat/toolpo_success/mean@1",
-    "reply_quality": "val-aux/cpu_task/r_sum_clean/mean@1",
+#: method -> hydra overrides it adds to the run's own
+METHOD_OVERRIDES = {"slca_grpo_turn": ["+algorithm.slca.credit=turn"]}
+#: task -> what a run reports -> the key of verl's validation metrics it is read from. cpu_chain's tool accuracy is
+#: the chain rows' (both calls right, nothing extra); single_acc its one-call airport rows'
+TASK_KEYS = {
+    "cpu_task": {
+        "tool_acc": "val-aux/cpu_task/toolpo_success/mean@1",
+        "abstention_acc": "val-aux/cpu_task_chat/toolpo_success/mean@1",
+        "reply_quality": "val-aux/cpu_task/r_sum_clean/mean@1",
+    },
+    "cpu_chain": {
+        "tool_acc": "val-aux/cpu_chain/toolpo_success/mean@1",
+        "single_acc": "val-aux/cpu_chain_single/toolpo_success/mean@1",
+        "abstention_acc": "val-aux/cpu_chain_chat/toolpo_success/mean@1",
+        "reply_quality": "val-aux/cpu_chain/r_sum_clean/mean@1",
+    },
 }
+VAL_KEYS = TASK_KEYS["cpu_task"]
+#: training-step means read back as well (absent where the estimator does not log them)
+TRAIN_KEYS = {"turns": "slca/turns/mean"}
 LEAK_KEY = "slca/corr_adv_tool_judge_noise"
 
 
@@ -66,9 +84,13 @@ def read_metrics(path: str) -> dict[int, dict]:
     return steps
 
 
-def run_summary(metrics: dict[int, dict], threshold: float) -> dict:
+def run_summary(metrics: dict[int, dict], threshold: float, task: str = "cpu_task") -> dict:
     """The per-run numbers (module docstring) from a run's metrics."""
-    curve = {name: {s: m[key] for s, m in sorted(metrics.items()) if key in m} for name, key in VAL_KEYS.items()}
+    keys = TASK_KEYS[task]
+    curve = {name: {s: m[key] for s, m in sorted(metrics.items()) if key in m} for name, key in keys.items()}
+    curve.update(
+        {name: {s: m[key] for s, m in sorted(metrics.items()) if key in m} for name, key in TRAIN_KEYS.items()}
+    )
     tool = curve["tool_acc"]
     reached = [s for s, v in tool.items() if v >= threshold]
     leaks = [m[LEAK_KEY] for m in metrics.values() if LEAK_KEY in m]
@@ -77,7 +99,7 @@ def run_summary(metrics: dict[int, dict], threshold: float) -> dict:
         "curve": {k: {str(s): v for s, v in c.items()} for k, c in curve.items()},
         "start_tool_acc": tool.get(min(tool)) if tool else None,
         "steps_to_threshold": reached[0] if reached else None,
-        **{f"final_{k}": (curve[k].get(last) if last is not None else None) for k in VAL_KEYS},
+        **{f"final_{k}": (curve[k].get(last) if last is not None else None) for k in keys},
         "noise_leak": statistics.fmean(leaks) if leaks else None,
     }
 
@@ -97,6 +119,7 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
             "SAVE_FREQ": str(args.steps),
             "RUN_ROOT": out_root,
             "EXPERIMENT_NAME": name,
+            "TASK": args.task,
         }
     )
     t0 = time.perf_counter()
@@ -104,7 +127,7 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
     os.makedirs(out_root, exist_ok=True)
     with open(log_path, "w") as log:
         proc = subprocess.run(
-            ["bash", RECIPE, *args.overrides],
+            ["bash", RECIPE, *METHOD_OVERRIDES.get(method, []), *args.overrides],
             cwd=REPO,
             env=env,
             stdout=log,
@@ -112,7 +135,7 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
             timeout=args.run_timeout,
         )
     seconds = time.perf_counter() - t0
-    summary = run_summary(read_metrics(os.path.join(out_root, name, "metrics.jsonl")), args.threshold)
+    summary = run_summary(read_metrics(os.path.join(out_root, name, "metrics.jsonl")), args.threshold, args.task)
     return {
         "method": method,
         "sigma": sigma,
@@ -149,10 +172,11 @@ def summarise(runs: list[dict], steps: int) -> dict:
                 [r["steps_to_threshold"] if r["steps_to_threshold"] is not None else steps + 1 for r in ok]
             ),
             **{
-                k: spread([r[k] for r in ok])
+                k: spread([r.get(k) for r in ok])
                 for k in (
                     "start_tool_acc",
                     "final_tool_acc",
+                    "final_single_acc",
                     "final_abstention_acc",
                     "final_reply_quality",
                     "noise_leak",
@@ -170,10 +194,12 @@ def fmt(cell: dict | None, pct: bool = False) -> str:
 
 
 def table(summary: dict, steps: int, threshold: float) -> str:
+    single = any(c.get("final_single_acc") for c in summary.values())  # the multi-step task's one-call rows
     lines = [
         f"| method | σ | runs reaching {100 * threshold:.0f} % | steps to threshold | tool acc % start → final "
-        "| abstention % | reply quality | noise leak r |",
-        "|---|---|---|---|---|---|---|---|",
+        + ("| one-call acc % " if single else "")
+        + "| abstention % | reply quality | noise leak r |",
+        "|---|---|---|---|---|" + ("---|" if single else "") + "---|---|---|",
     ]
     for key in sorted(summary, key=lambda k: (float(k.split("|")[1]), list(METHODS).index(k.split("|")[0]))):
         method, sigma = key.split("|")
@@ -182,7 +208,8 @@ def table(summary: dict, steps: int, threshold: float) -> str:
         lines.append(
             f"| {method} | {sigma} | {c['reached']}/{c['runs'] - c['failed']} | {stt} | "
             f"{fmt(c['start_tool_acc'], True)} → {fmt(c['final_tool_acc'], True)} | "
-            f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | "
+            + (f"{fmt(c.get('final_single_acc'), True)} | " if single else "")
+            + f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | "
             f"{fmt(c['noise_leak'])} |"
         )
     return "\n".join(lines)
@@ -257,7 +284,10 @@ def write_result(args, machine: dict, wall: float, runs: list[dict]) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    ap.add_argument("--task", choices=list(TASK_KEYS), default="cpu_task", help="the recipe's TASK")
+    ap.add_argument(
+        "--methods", nargs="+", choices=list(METHODS), default=["grpo", "gdpo", "slca_grpo", "slca_grpo_fix"]
+    )
     ap.add_argument("--sigmas", nargs="+", type=float, default=[0.0, 1.0])
     ap.add_argument("--seeds", nargs="+", type=int, default=[11, 42, 7], help="arbitrary integers (>= 3 for a claim)")
     ap.add_argument("--steps", type=int, default=10, help="training steps per run")
