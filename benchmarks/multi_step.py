@@ -61,6 +61,12 @@ from slca_verl.turn_credit import turn_index, turn_rewards  # noqa: E402
 TOOLS = ("search", "book", "pay")
 VALUES = ("a", "b", "c", "d")
 WORDS = ("done", "sorry", "booked", "paid")
+
+
+def reply_text(word: int) -> str:
+    """The reply a word choice renders to: long enough for HierR to ask the judge (``min_reply_chars``, 10; the
+    bare word was not, so r_sum was 0 on every row of the first published table)."""
+    return f"My answer: {WORDS[word]}."
 MAX_TURNS = 4
 N_PROMPTS = 8
 TASK_SEED = 7  # fixes the prompts; part of the task, not of a run
@@ -107,7 +113,7 @@ class WordJudge:
         self.word, self.noise = word, noise
 
     async def rate(self, question, tool_responses, reply) -> Verdict:
-        q = 1.0 if reply.strip(" .").lower() == self.word else 0.0
+        q = 1.0 if reply.strip(" .").lower().split()[-1:] == [self.word] else 0.0
         return Verdict(int(min(5, max(1, round(1 + 4 * (q + self.noise))))))
 
 
@@ -144,7 +150,7 @@ def sample_episode(policy: Policy, p: int, rng: torch.Generator) -> dict:
     word = int(torch.multinomial(lw.exp(), 1, generator=rng))
     tokens.append(("word", 0, word))
     ids.append(SUMMARY)
-    texts.append(WORDS[word] + ".")
+    texts.append(reply_text(word))
     return {"tokens": tokens, "ids": ids, "texts": texts, "calls": len(texts) - 1}
 
 

@@ -19,7 +19,7 @@ PROMPTS = MS.make_prompts()
 
 
 def score(p: int, calls: list[tuple[str, str]], word: str = "done") -> dict:
-    texts = [hermes.render_call(name, {"v": v}) for name, v in calls] + [word + "."]
+    texts = [hermes.render_call(name, {"v": v}) for name, v in calls] + [MS.reply_text(MS.WORDS.index(word))]
     judge = MS.WordJudge(MS.WORDS[PROMPTS[p]["word"]], 0.0)
     return asyncio.run(MS.score_trajectory(texts, ["{}"] * len(calls), PROMPTS[p]["gt"], judge=judge))
 
@@ -82,3 +82,13 @@ def test_a_short_run_of_each_method_is_finite_and_reproducible(method):
     assert a["p_gold"] == b["p_gold"] and a["turn_drift"] == b["turn_drift"]
     assert 0.0 <= a["p_gold"] <= 1.0 and all(math.isfinite(a[f"step_acc_{k}"]) for k in (1, 2, 3))
     assert a["steps_to_threshold"] == 4 and not a["reached"]  # 3 steps from a uniform policy: far from 0.5
+
+
+def test_the_judge_rates_the_rendered_reply_so_the_reply_word_changes_r_sum():
+    """The benchmark's replies reach the judge (they were once shorter than HierR's min_reply_chars: r_sum 0 always)."""
+    pr = PROMPTS[0]
+    gold = [(MS.TOOLS[k], pr["args"][k]) for k in range(pr["steps"])]
+    right = MS.WORDS[pr["word"]]
+    wrong = next(w for w in MS.WORDS if w != right)
+    assert len(MS.reply_text(pr["word"])) >= 10
+    assert score(0, gold, right)["r_sum"] == 1.0 and score(0, gold, wrong)["r_sum"] == 0.0  # ratings 5 and 1
