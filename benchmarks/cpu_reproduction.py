@@ -4,6 +4,13 @@ the abstention fix) under judge noise, on the generated CPU task, scored by verl
     python benchmarks/cpu_reproduction.py                        # the documented grid (docs/reproduction_cpu.md)
     python benchmarks/cpu_reproduction.py --methods grpo slca_grpo --sigmas 1 --seeds 11 42 7 --steps 30
     python benchmarks/cpu_reproduction.py --plot-only docs/results/cpu_reproduction.json
+    python benchmarks/cpu_reproduction.py --task cpu_chain --methods slca_grpo_fix slca_grpo_turn gigpo --sigmas 0 \
+        --lr 1e-3 --steps 20 --out docs/results/cpu_chain.json --plot docs/img/cpu_chain.png   # per-turn credit
+
+``--task cpu_chain`` runs the multi-step task of data_prep/cpu_chain.py (two dependent calls) instead; its tool
+accuracy is the chain rows' (both calls right, nothing extra), ``single_acc`` its one-call rows', and the methods
+include per-turn credit (``slca_grpo_turn``: ``slca_grpo`` with ``+algorithm.slca.credit=turn``) and its registered
+comparators ``gigpo`` and ``mt_grpo``. ``--lr`` sets the actor's learning rate (the recipe's ``ACTOR_LR``).
 
 Every run is ``bash recipes/run_cpu_tiny_slca.sh`` (verl's ``main_ppo``: slca_tool_agent → offline SGLS → HierR with
 a NoisyJudge of σ = ``--sigmas`` → TransferQueue → the method's advantages → FSDP2 update), with ``SEED`` the seed of
@@ -122,6 +129,8 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
             "TASK": args.task,
         }
     )
+    if args.lr is not None:
+        env["ACTOR_LR"] = f"{args.lr:g}"
     t0 = time.perf_counter()
     log_path = os.path.join(out_root, f"{name}.log")
     os.makedirs(out_root, exist_ok=True)
@@ -292,6 +301,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[11, 42, 7], help="arbitrary integers (>= 3 for a claim)")
     ap.add_argument("--steps", type=int, default=10, help="training steps per run")
     ap.add_argument("--test_freq", type=int, default=5, help="validate every N steps (and before training)")
+    ap.add_argument("--lr", type=float, default=None, help="the actor's learning rate (default: the recipe's)")
     ap.add_argument("--threshold", type=float, default=0.3, help="validation tool accuracy to reach")
     ap.add_argument("--run_timeout", type=int, default=3600)
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results", "cpu_reproduction.json"))

@@ -62,14 +62,16 @@ def test_the_second_calls_station_is_what_the_runs_simulator_answers_the_first_c
         assert gold[1][0]["name"] == "get_" + gt(row)["subset_name"]
 
 
-def test_chain_validation_cities_never_occur_in_a_chain_training_row(written):
+def test_validation_holds_out_kind_and_city_pairs_whose_station_training_shows(written):
     report, train, val = written
-    val_chain = {city_of(r) for _, r in val.iterrows() if r["data_source"] == "cpu_chain"}
-    train_chain = {city_of(r) for _, r in train.iterrows() if r["data_source"] == "cpu_chain"}
-    assert len(val_chain) == 3 and not (val_chain & train_chain) and len(train_chain) == 9
-    # both chain kinds hold out the same cities, every phrasing; the single-step kinds hold out their own share
-    for kind in ("departures", "arrivals"):
-        assert {city_of(r) for _, r in val.iterrows() if gt(r)["subset_name"] == kind} == val_chain
+    pairs = lambda df: {(gt(r)["subset_name"], city_of(r)) for _, r in df.iterrows()}  # noqa: E731
+    assert pairs(val) and not (pairs(val) & pairs(train))
+    held = {k: {c for kind, c in pairs(val) if kind == k} for k in ("departures", "arrivals", "airport", "irrelevant")}
+    assert all(len(cities) == 3 for cities in held.values())
+    # a held-out chain city is trained on as the other chain kind: its station is one the training rows show
+    assert not (held["departures"] & held["arrivals"])
+    for kind, other in (("departures", "arrivals"), ("arrivals", "departures")):
+        assert held[kind] <= {c for k, c in pairs(train) if k == other}
     assert val.groupby("data_source").size().to_dict() == {"cpu_chain": 12, "cpu_chain_chat": 6, "cpu_chain_single": 6}
     assert report.rows_rejected == 0 and report.written_by_split == {"train": len(train), "val": len(val)}
 
@@ -101,3 +103,5 @@ def test_seeds_move_the_split_and_the_sgls_seed_moves_the_stations():
     assert set(cpu_chain.stations(0).values()) <= set(cpu_chain.STATIONS)
     with pytest.raises(ValueError, match="val_share"):
         cpu_chain.generate_records(val_share=0.0)
+    with pytest.raises(ValueError, match="val_share"):
+        cpu_chain.generate_records(val_share=0.6)

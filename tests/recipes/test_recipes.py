@@ -932,3 +932,19 @@ def test_a_validation_only_run_does_not_size_the_judge_for_a_training_step(tmp_p
     assert "judge under-sized" in recipe_run("run_qwen7b_slca.sh", str(tmp_path / "t"), **env).stderr
     val = recipe_run("run_qwen7b_slca.sh", str(tmp_path / "v"), VAL_ONLY="1", **env)
     assert "judge under-sized" not in val.stderr and "trainer.val_only=true" in val.stdout
+
+
+def test_the_cpu_recipe_trains_the_multi_step_task_with_its_own_data_and_model(tmp_path):
+    """TASK=cpu_chain: the seed's chain rows and a model of their own (another cache key than the one-call task's),
+    per-turn credit by the same one override; a dry run builds nothing."""
+    base = {"CACHE_DIR": str(tmp_path / "cache"), "SEED": "7"}
+    chain = recipe_args("run_cpu_tiny_slca.sh", str(tmp_path / "c"), TASK="cpu_chain", **base)
+    one_call = recipe_args("run_cpu_tiny_slca.sh", str(tmp_path / "t"), **base)
+    cfg, _ = compose_check.check(compose_check.PPO, [*chain, "+algorithm.slca.credit=turn"])
+    assert cfg.data.train_files.endswith("cpu_chain_train.parquet") and "_cpu_chain_seed7_" in cfg.data.train_files
+    assert cfg.data.val_files.endswith("cpu_chain_val.parquet")
+    assert cfg.actor_rollout_ref.model.path.startswith(str(tmp_path / "cache" / "tiny_qwen3_cpu_chain_seed7_"))
+    other = as_dict(one_call)["actor_rollout_ref.model.path"]
+    assert "_cpu_task_seed7_" in other and other.rsplit("_", 1)[1] != cfg.actor_rollout_ref.model.path.rsplit("_", 1)[1]
+    assert cfg.algorithm.slca.credit == "turn" and cfg.actor_rollout_ref.rollout.multi_turn.max_assistant_turns >= 3
+    assert not (tmp_path / "cache").exists()
