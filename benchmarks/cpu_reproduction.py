@@ -72,7 +72,11 @@ TASK_KEYS = {
 }
 VAL_KEYS = TASK_KEYS["cpu_task"]
 #: training-step means read back as well (absent where the estimator does not log them)
-TRAIN_KEYS = {"turns": "slca/turns/mean"}
+TRAIN_KEYS = {
+    "train_success": "reward_extra/toolpo_success/mean",  # sampled rollouts, every kind of row
+    "assistant_turns": "reward_extra/agent_turns/mean",  # calls + the reply, per rollout
+}
+LAST = 5  # training metrics are reported as the mean over the last LAST steps
 LEAK_KEY = "slca/corr_adv_tool_judge_noise"
 
 
@@ -108,6 +112,7 @@ def run_summary(metrics: dict[int, dict], threshold: float, task: str = "cpu_tas
         "steps_to_threshold": reached[0] if reached else None,
         **{f"final_{k}": (curve[k].get(last) if last is not None else None) for k in keys},
         "noise_leak": statistics.fmean(leaks) if leaks else None,
+        **{f"last_{k}": statistics.fmean(list(curve[k].values())[-LAST:]) if curve[k] else None for k in TRAIN_KEYS},
     }
 
 
@@ -189,6 +194,7 @@ def summarise(runs: list[dict], steps: int) -> dict:
                     "final_abstention_acc",
                     "final_reply_quality",
                     "noise_leak",
+                    *(f"last_{k}" for k in TRAIN_KEYS),
                 )
             },
         }
@@ -206,9 +212,13 @@ def table(summary: dict, steps: int, threshold: float) -> str:
     single = any(c.get("final_single_acc") for c in summary.values())  # the multi-step task's one-call rows
     lines = [
         f"| method | σ | runs reaching {100 * threshold:.0f} % | steps to threshold | tool acc % start → final "
-        + ("| one-call acc % " if single else "")
+        + (
+            f"| one-call acc % | training success % (last {LAST} steps) | assistant turns (last {LAST}) "
+            if single
+            else ""
+        )
         + "| abstention % | reply quality | noise leak r |",
-        "|---|---|---|---|---|" + ("---|" if single else "") + "---|---|---|",
+        "|---|---|---|---|---|" + ("---|---|---|" if single else "") + "---|---|---|",
     ]
     for key in sorted(summary, key=lambda k: (float(k.split("|")[1]), list(METHODS).index(k.split("|")[0]))):
         method, sigma = key.split("|")
@@ -217,7 +227,12 @@ def table(summary: dict, steps: int, threshold: float) -> str:
         lines.append(
             f"| {method} | {sigma} | {c['reached']}/{c['runs'] - c['failed']} | {stt} | "
             f"{fmt(c['start_tool_acc'], True)} → {fmt(c['final_tool_acc'], True)} | "
-            + (f"{fmt(c.get('final_single_acc'), True)} | " if single else "")
+            + (
+                f"{fmt(c.get('final_single_acc'), True)} | {fmt(c.get('last_train_success'), True)} | "
+                f"{fmt(c.get('last_assistant_turns'))} | "
+                if single
+                else ""
+            )
             + f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | "
             f"{fmt(c['noise_leak'])} |"
         )
@@ -337,8 +352,11 @@ def main(argv=None) -> int:
         for sigma in args.sigmas:
             for method in args.methods:
                 r = done.get((method, sigma, seed))
+                metrics_path = os.path.join(args.runs_dir, f"{method}_sigma{sigma:g}_seed{seed}", "metrics.jsonl")
                 if r is None:
                     r = launch(method, sigma, seed, args, args.runs_dir)
+                elif os.path.exists(metrics_path):  # a resumed run: its numbers read again (this code's summary)
+                    r.update(run_summary(read_metrics(metrics_path), args.threshold, args.task))
                 runs.append(r)
                 print(
                     f"{method:>14} σ={sigma:g} seed={seed}: {'FAILED ' if r['failed'] else ''}tool acc "

@@ -89,3 +89,22 @@ def test_resume_keeps_finished_runs_of_other_cells_and_reruns_failed_ones(tmp_pa
     assert written["runs"] == [done[0]] and "resume" not in written["args"]
     # the grid the file describes is that of its runs, not of the last invocation's arguments
     assert (written["args"]["methods"], written["args"]["sigmas"], written["args"]["seeds"]) == (["grpo"], [1.0], [11])
+
+
+def test_the_multi_step_task_reads_its_own_sources_and_the_last_training_steps(tmp_path):
+    keys = cr.TASK_KEYS["cpu_chain"]
+    path = tmp_path / "metrics.jsonl"
+    train = [
+        (s, {cr.TRAIN_KEYS["train_success"]: s / 10, cr.TRAIN_KEYS["assistant_turns"]: 2.0 + s}) for s in range(1, 8)
+    ]
+    write_metrics(path, [(0, {keys["tool_acc"]: 0.0, keys["single_acc"]: 0.5, TOOL: 0.9}), *train])
+    with open(path, "a") as f:
+        f.write(json.dumps({"step": 7, "data": {keys["tool_acc"]: 0.25, keys["single_acc"]: 1.0}}) + "\n")
+    s = cr.run_summary(cr.read_metrics(str(path)), threshold=0.2, task="cpu_chain")
+    assert s["start_tool_acc"] == 0.0 and s["final_tool_acc"] == 0.25  # the chain rows', not the one-call task's
+    assert s["final_single_acc"] == 1.0 and s["steps_to_threshold"] == 7
+    assert abs(s["last_train_success"] - (0.3 + 0.4 + 0.5 + 0.6 + 0.7) / 5) < 1e-12  # steps 3..7
+    assert s["last_assistant_turns"] == 7.0
+    # per-turn credit runs with its one override; the others with their estimator alone
+    assert cr.METHOD_OVERRIDES == {"slca_grpo_turn": ["+algorithm.slca.credit=turn"]}
+    assert cr.METHODS["gigpo"] == {"ADV_ESTIMATOR": "gigpo"}
