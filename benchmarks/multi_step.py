@@ -67,6 +67,8 @@ def reply_text(word: int) -> str:
     """The reply a word choice renders to: long enough for HierR to ask the judge (``min_reply_chars``, 10; the
     bare word was not, so r_sum was 0 on every row of the first published table)."""
     return f"My answer: {WORDS[word]}."
+
+
 MAX_TURNS = 4
 N_PROMPTS = 8
 TASK_SEED = 7  # fixes the prompts; part of the task, not of a run

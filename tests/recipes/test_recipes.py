@@ -934,6 +934,7 @@ def test_a_validation_only_run_does_not_size_the_judge_for_a_training_step(tmp_p
     assert "judge under-sized" not in val.stderr and "trainer.val_only=true" in val.stdout
 
 
+@pytest.mark.slow  # two dry runs of the CPU recipe
 def test_the_cpu_recipe_trains_the_multi_step_task_with_its_own_data_and_model(tmp_path):
     """TASK=cpu_chain: the seed's chain rows and a model of their own (another cache key than the one-call task's),
     per-turn credit by the same one override; a dry run builds nothing."""
