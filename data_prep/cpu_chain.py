@@ -37,7 +37,7 @@ import random
 from typing import Any, Iterable, Sequence
 
 from data_prep.cli import main_for
-from data_prep.cpu_task import CITIES, function_tool
+from data_prep.cpu_task import CITIES, function_tool, pinned_candidate, split_counts
 from data_prep.row_builder import Candidate, Rejection
 from data_prep.tool_schema import normalize_tools
 
@@ -135,22 +135,7 @@ def generate_records(seed: int = 0, val_share: float = 0.25, sgls_seed: int = 0)
 
 def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
     """One generated record -> one candidate with its split pinned."""
-    if not isinstance(record, dict) or not all(k in record for k in ("kind", "question", "gold", "split")):
-        return [Rejection("malformed_record", f"not a cpu_chain record: {str(record)[:200]}", index)]
-    kind = record["kind"]
-    source = {"chat": CHAT_SOURCE, "airport": SINGLE_SOURCE}.get(kind, SOURCE)
-    return [
-        Candidate(
-            data_source=source,
-            messages=[{"role": "user", "content": record["question"]}],
-            tools=tools(),
-            gold=record["gold"],
-            question=record["question"],
-            record_index=index,
-            subset="irrelevant" if kind == "chat" else kind,
-            split=record["split"],
-        )
-    ]
+    return pinned_candidate(record, index, SOURCE, tools(), {"chat": CHAT_SOURCE, "airport": SINGLE_SOURCE})
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -167,11 +152,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[list[dict], dict]:
     records = generate_records(args.seed, args.val_share, args.sgls_seed)
-    counts: dict[str, dict[str, int]] = {}
-    for r in records:
-        counts.setdefault(r["split"], {}).setdefault(r["kind"], 0)
-        counts[r["split"]][r["kind"]] += 1
-    return records, {"generated": counts, "val_share": args.val_share, "sgls_seed": args.sgls_seed}
+    return records, {"generated": split_counts(records), "val_share": args.val_share, "sgls_seed": args.sgls_seed}
 
 
 def main(argv: Sequence[str] | None = None):

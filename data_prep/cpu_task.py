@@ -126,23 +126,40 @@ def generate_records(seed: int = 0, val_share: float = 0.2, parallel_combos: int
     return records
 
 
-def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
-    """One generated record -> one candidate with its split pinned."""
+def pinned_candidate(
+    record: Any, index: int, task: str, tools: list[dict], sources: dict[str, str]
+) -> list[Candidate | Rejection]:
+    """A generated task's record -> one candidate with its split pinned (data source ``sources[kind]``, else
+    ``task``; chat rows are the irrelevance subset), or a ``malformed_record`` rejection naming the task."""
     if not isinstance(record, dict) or not all(k in record for k in ("kind", "question", "gold", "split")):
-        return [Rejection("malformed_record", f"not a cpu_task record: {str(record)[:200]}", index)]
-    chat = record["kind"] == "chat"
+        return [Rejection("malformed_record", f"not a {task} record: {str(record)[:200]}", index)]
+    kind = record["kind"]
     return [
         Candidate(
-            data_source=CHAT_SOURCE if chat else SOURCE,
+            data_source=sources.get(kind, task),
             messages=[{"role": "user", "content": record["question"]}],
-            tools=normalize_tools(TOOLS),
+            tools=tools,
             gold=record["gold"],
             question=record["question"],
             record_index=index,
-            subset="irrelevant" if chat else record["kind"],
+            subset="irrelevant" if kind == "chat" else kind,
             split=record["split"],
         )
     ]
+
+
+def split_counts(records: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """``{split: {kind: records}}`` of a generated task (its report's ``generated`` note)."""
+    counts: dict[str, dict[str, int]] = {}
+    for r in records:
+        counts.setdefault(r["split"], {}).setdefault(r["kind"], 0)
+        counts[r["split"]][r["kind"]] += 1
+    return counts
+
+
+def convert_record(record: Any, index: int) -> Iterable[Candidate | Rejection]:
+    """One generated record -> one candidate with its split pinned."""
+    return pinned_candidate(record, index, SOURCE, normalize_tools(TOOLS), {"chat": CHAT_SOURCE})
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -157,11 +174,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[list[dict], dict]:
     records = generate_records(args.seed, args.val_share, args.parallel_combos)
-    counts: dict[str, dict[str, int]] = {}
-    for r in records:
-        counts.setdefault(r["split"], {}).setdefault(r["kind"], 0)
-        counts[r["split"]][r["kind"]] += 1
-    return records, {"generated": counts, "val_share": args.val_share}
+    return records, {"generated": split_counts(records), "val_share": args.val_share}
 
 
 def main(argv: Sequence[str] | None = None):
