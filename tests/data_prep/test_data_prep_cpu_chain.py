@@ -105,3 +105,21 @@ def test_seeds_move_the_split_and_the_sgls_seed_moves_the_stations():
         cpu_chain.generate_records(val_share=0.0)
     with pytest.raises(ValueError, match="val_share"):
         cpu_chain.generate_records(val_share=0.6)
+
+
+@pytest.mark.parametrize("module", ["cpu_task", "cpu_chain"])
+def test_a_malformed_record_of_a_generated_task_is_a_counted_rejection_naming_the_task(tmp_path, module):
+    import importlib
+
+    from data_prep.pipeline import Options, run
+
+    task = importlib.import_module(f"data_prep.{module}")
+    good = [r for r in task.generate_records(seed=1) if r["kind"] != "chat"][:2]
+    bad = [None, "text", {"kind": "chat"}, {**good[0], "question": None}]
+    report = run(
+        module, "mem", good + bad, task.convert_record, Options(output_dir=str(tmp_path), name=module, progress=False)
+    )
+    assert sum(report.written_by_split.values()) == 2
+    assert report.rejected["malformed_record"] == 3  # the three records without the four keys
+    assert sum(report.rejected.values()) == 4  # the record with no question: rejected by the shared checks
+    assert f"not a {module} record" in json.dumps(report.to_dict())
