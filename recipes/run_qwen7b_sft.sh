@@ -48,7 +48,11 @@ case "${DEVICE}" in
   cpu)  export VERL_PLATFORM=cpu                 # verl's platform switch; slca_verl registers the "cpu" platform
         [[ "${ATTN}" == sdpa ]] || { echo "DEVICE=cpu needs ATTN=sdpa (no flash-attn on a CPU)" >&2; exit 2; }
         MODEL_DTYPE=${MODEL_DTYPE:-fp32}; GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-false}
-        DEVICE_ARGS=(trainer.device=cpu engine.strategy=fsdp2 data.num_workers=0) ;;
+        # fp32 compute: verl's engine computes in bf16 unless told, ~90x slower than fp32 on a CPU without
+        # AVX512-BF16 / AMX (docs/cpu.md, "Precision")
+        CPU_MIXED_PRECISION=${CPU_MIXED_PRECISION:-'{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}'}
+        DEVICE_ARGS=(trainer.device=cpu engine.strategy=fsdp2 data.num_workers=0
+                     "+engine.mixed_precision=${CPU_MIXED_PRECISION}") ;;
   *) echo "unknown DEVICE=${DEVICE} (cuda | cpu)" >&2; exit 2 ;;
 esac
 

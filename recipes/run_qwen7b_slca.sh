@@ -149,6 +149,7 @@ case "${DEVICE}" in
         GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-true}; DEVICE_ARGS=() ;;
   cpu)  export VERL_PLATFORM=cpu                 # verl's platform switch; slca_verl registers the "cpu" platform
         [[ "${ATTN}" == sdpa ]] || { echo "DEVICE=cpu needs ATTN=sdpa (no flash-attn on a CPU)" >&2; exit 2; }
+        CPU_MIXED_PRECISION=${CPU_MIXED_PRECISION:-'{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}'}
         ROLLOUT_NAME=${ROLLOUT_NAME:-hf_cpu}; USE_REMOVE_PADDING=${USE_REMOVE_PADDING:-false}  # (needs flash-attn)
         GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-false}
         RAY_LOGICAL_CPUS=${RAY_LOGICAL_CPUS:-32} # scheduling tokens: TransferQueue and each worker bundle reserve CPUs
@@ -156,8 +157,10 @@ case "${DEVICE}" in
           trainer.device=cpu
           actor_rollout_ref.actor.strategy=fsdp2          # FSDP1 cannot initialise without an accelerator
           actor_rollout_ref.ref.strategy=fsdp2
-          actor_rollout_ref.actor.fsdp_config.dtype=float32
-          actor_rollout_ref.ref.fsdp_config.dtype=float32
+          # fp32 compute (verl's FSDP engine computes in bf16 unless told, and a CPU without AVX512-BF16 / AMX runs
+          # bf16 matmuls ~90x slower than fp32: docs/cpu.md, "Precision")
+          "+actor_rollout_ref.actor.fsdp_config.mixed_precision=${CPU_MIXED_PRECISION}"
+          "+actor_rollout_ref.ref.fsdp_config.mixed_precision=${CPU_MIXED_PRECISION}"
           data.dataloader_num_workers=0
           transfer_queue.backend.SimpleStorage.num_data_storage_units=2
         )

@@ -115,6 +115,72 @@ def test_settings_a_cpu_cannot_run_are_refused_naming_the_override():
     assert "actor_rollout_ref.model.use_remove_padding=false" in text
 
 
+def test_a_cpu_engine_computes_in_fp32_where_the_config_leaves_verls_bf16_default(caplog):
+    from verl.workers.config import FSDPEngineConfig
+
+    from slca_verl.cpu.engine import cpu_compute_config
+    from slca_verl.plan.precision import engine_precision
+
+    unset = FSDPEngineConfig(strategy="fsdp2")
+    assert engine_precision(unset).compute == "bf16"  # verl's default, on any device
+    got = cpu_compute_config(unset, native_bf16=False)
+    assert isinstance(got, FSDPEngineConfig) and engine_precision(got).compute == "fp32"
+    assert engine_precision(cpu_compute_config({"strategy": "fsdp2"}, native_bf16=True)).compute == "fp32"
+    explicit = FSDPEngineConfig(strategy="fsdp2", mixed_precision={"param_dtype": "bf16"})
+    with caplog.at_level("WARNING", logger="slca_verl.cpu.engine"):
+        assert cpu_compute_config(explicit, native_bf16=True) is explicit  # honoured, silently where bf16 is native
+        assert not caplog.records
+        assert cpu_compute_config(explicit, native_bf16=False) is explicit  # honoured, with the key to change
+    assert "mixed_precision.param_dtype=fp32" in caplog.text and "no native bf16" in caplog.text
+
+
+ENGINE_PROBE = """
+import json, os, sys
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[3], RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+import torch.distributed as dist
+import verl
+from verl.trainer.config.config import CheckpointConfig
+from verl.workers.config import FSDPEngineConfig, FSDPOptimizerConfig, HFModelConfig
+from verl.workers.engine.base import EngineRegistry
+from slca_verl.cpu import tiny_model
+dist.init_process_group("gloo")
+model = HFModelConfig(path=tiny_model.init_model(sys.argv[1], seed=0), override_config={"attn_implementation": "sdpa"},
+                      use_remove_padding=False)
+engine = EngineRegistry.new(model_type="language_model", backend="fsdp2", model_config=model,
+                            engine_config=FSDPEngineConfig(strategy="fsdp2", mixed_precision=json.loads(sys.argv[2])),
+                            optimizer_config=FSDPOptimizerConfig(lr=1e-3, total_training_steps=1),
+                            checkpoint_config=CheckpointConfig())
+engine.initialize()
+print(json.dumps({"engine": type(engine).__name__, "compute": str(engine._autocast_dtype),
+                  "master": str(next(engine.module.parameters()).dtype)}))
+"""
+
+
+@pytest.mark.slow
+def test_verls_own_fsdp_engine_on_the_cpu_platform_computes_in_fp32_unless_told(tmp_path):
+    """verl's engine, built through its EngineRegistry on the CPU platform (gloo, one rank): fp32 compute with the
+    mixed-precision setting unset (verl alone would autocast to bf16), bf16 when the config asks for it."""
+    import socket
+
+    got = {}
+    for name, mixed in (("unset", "null"), ("bf16", '{"param_dtype": "bf16"}')):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        env = {**os.environ, "VERL_PLATFORM": "cpu"}
+        out = subproc.run(
+            [sys.executable, "-c", ENGINE_PROBE, str(tmp_path / name), mixed, port],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        got[name] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["unset"] == {"engine": "CPUFSDPEngineWithLMHead", "compute": "torch.float32", "master": "torch.float32"}
+    assert got["bf16"]["compute"] == "torch.bfloat16" and got["bf16"]["master"] == "torch.float32"
+
+
 # ---------------------------------------------------------------- the rollout server, in-process
 
 

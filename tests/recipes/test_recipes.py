@@ -748,6 +748,37 @@ def test_the_cpu_recipe_is_the_7b_recipe_with_device_model_sizes_and_services_ch
     assert "trainer.device" not in big and big["actor_rollout_ref.rollout.name"] == "vllm"
 
 
+@pytest.mark.parametrize(
+    "name, env",
+    [
+        ("run_cpu_tiny_slca.sh", {}),
+        ("run_qwen7b_slca.sh", {"DEVICE": "cpu"}),
+        ("run_qwen7b_grpo.sh", {"DEVICE": "cpu"}),
+        ("run_qwen7b_sft.sh", {"DEVICE": "cpu"}),
+    ],
+)
+def test_every_cpu_run_trains_and_computes_in_fp32_whatever_the_processor(tmp_path, name, env):
+    """verl's FSDP engine computes in bf16 unless its config says otherwise, and a CPU without AVX512-BF16 / AMX
+    runs bf16 matmuls through a naive kernel (~90x fp32's time): every CPU recipe's composed config names fp32 for
+    the weights and the compute of each engine it trains or scores with (the CPU engine's own fp32 default aside)."""
+    from slca_verl.plan.precision import EnginePrecision, engine_precision
+
+    sft = "sft" in name
+    cfg = compose_check.compose(
+        compose_check.SFT if sft else compose_check.PPO, recipe_args(name, str(tmp_path), **env)
+    )
+    engines = (
+        {"engine": cfg.engine}
+        if sft
+        else {
+            "actor_rollout_ref.actor.fsdp_config": cfg.actor_rollout_ref.actor.fsdp_config,
+            "actor_rollout_ref.ref.fsdp_config": cfg.actor_rollout_ref.ref.fsdp_config,
+        }
+    )
+    fp32 = EnginePrecision(master="fp32", compute="fp32")
+    assert {key: engine_precision(c) for key, c in engines.items()} == {key: fp32 for key in engines}
+
+
 # grpo's variant (another reward layout, the same writes) runs in the e2e tier: ~15 s of the default tier's budget
 @pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["slca_grpo", pytest.param("grpo", marks=pytest.mark.e2e)])
