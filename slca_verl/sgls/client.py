@@ -94,14 +94,31 @@ class _Replica:
         return now >= self.unhealthy_until
 
 
+async def _close_with_the_loop(session: aiohttp.ClientSession):
+    """An async generator parked at its ``yield`` for the life of the loop: the loop's ``shutdown_asyncgens`` (which
+    ``asyncio.run`` and verl's workers call before closing a loop) finalises it, and the session closes in that loop.
+    Without it a client used under ``asyncio.run`` left an open session and connector behind each loop."""
+    try:
+        yield
+    finally:
+        await session.close()
+
+
 class _LoopState:
-    """Session and semaphore owned by one event loop."""
+    """Session and semaphore owned by one event loop; the session closes when the loop shuts down."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, max_concurrency: int, headers: dict):
         self.loop = loop
         self.semaphore = asyncio.Semaphore(max_concurrency)
         connector = aiohttp.TCPConnector(limit=max_concurrency, limit_per_host=max_concurrency, ttl_dns_cache=300)
         self.session = aiohttp.ClientSession(connector=connector, headers=headers)
+        self._closer = None
+
+    async def close_with_the_loop(self) -> None:
+        """Park the closer in the running loop (once)."""
+        if self._closer is None:
+            self._closer = _close_with_the_loop(self.session)
+            await self._closer.__anext__()
 
 
 class ChatClient:
@@ -203,6 +220,7 @@ class ChatClient:
             payload.update(extra_body)
 
         state = self._state()
+        await state.close_with_the_loop()
         with self._lock:
             self._counters["requests"] += 1
         tried: set[int] = set()

@@ -28,6 +28,22 @@ def test_chat_returns_message_content_and_sends_the_openai_payload():
         assert req["response_format"] == {"type": "json_object"}
 
 
+def test_a_client_used_under_asyncio_run_without_aclose_closes_its_session_with_the_loop():
+    """verl's sync reward paths and hierr.score_trajectory_sync call the client under asyncio.run, once per call: each
+    loop's session must close when that loop shuts down (it used to stay open: "Unclosed client session")."""
+    with ScriptedServer(lambda req, n: "ok") as srv:
+        c = ChatClient(srv.base_url, "m")
+        sessions = []
+
+        async def main():
+            out = await c.chat(MSG)
+            sessions.append(c._state().session)
+            return out
+
+        assert [asyncio.run(main()) for _ in range(3)] == ["ok"] * 3
+    assert len({id(s) for s in sessions}) == 3 and all(s.closed for s in sessions)
+
+
 def test_base_url_without_v1_suffix_is_accepted():
     with ScriptedServer(lambda req, n: "ok") as srv:
         c = ChatClient(srv.base_url[: -len("/v1")], "m")
