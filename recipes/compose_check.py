@@ -22,32 +22,12 @@ import os
 import sys
 from typing import Sequence
 
+from slca_verl.plan.compose import compose, verl_config_dir  # noqa: F401 (the tests' entry)
+
 logger = logging.getLogger("compose_check")
 
 PPO = "ppo_trainer"
 SFT = "sft_trainer_engine"
-
-
-def verl_config_dir() -> str:
-    import verl
-
-    return os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
-
-
-def compose(config_name: str, overrides: Sequence[str], return_hydra_config: bool = False):
-    """verl's trainer config ``config_name`` with ``overrides`` applied, exactly as ``python3 -m verl.trainer.…``
-    would build it (hydra's compose API over verl's own config directory); with ``return_hydra_config`` hydra's own
-    section (``hydra.*``) is kept too."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
-        return hydra_compose(
-            config_name=config_name, overrides=list(overrides), return_hydra_config=return_hydra_config
-        )
 
 
 def hydra_run_dir(config_name: str, overrides: Sequence[str]) -> str:
@@ -180,17 +160,145 @@ def check(config_name: str, overrides: Sequence[str]):
     raise ValueError(f"no checks for config '{config_name}'; use {PPO} or {SFT}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def service_loads(cfg, assumed: dict[str, list[float]]) -> list:
+    """What one training step asks of the LLM judge and the simulator of a ``ppo_trainer`` config: their URLs, client
+    timeouts and key files as the run will use them, and the request counts of a step (judge: one a rollout;
+    simulator: ``assumed["sgls"][0]`` calls a rollout), with the ASSUMED per-request tokens and replica throughputs."""
+    from omegaconf import OmegaConf
+
+    from slca_verl.plan.check import ServiceLoad
+
+    rollouts = (
+        0
+        if OmegaConf.select(cfg, "trainer.val_only", default=False)
+        else (int(cfg.data.train_batch_size) * int(cfg.actor_rollout_ref.rollout.n))
+    )
+    loads = []
+    kw = OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs", default=None) or {}
+    if kw.get("judge") == "llm":
+        urls = kw.get("judge_base_urls") or []
+        prompt, output, prefill, decode = assumed["judge"]
+        loads.append(
+            ServiceLoad(
+                "judge",
+                list(urls),
+                rollouts,
+                float(kw.get("judge_timeout_s", 30.0)),
+                kw.get("judge_api_key_file"),
+                int(prompt),
+                int(output),
+                prefill,
+                decode,
+            )
+        )
+    entry = _agent_loop_entry(cfg)
+    sgls = (entry or {}).get("sgls") or {}
+    if sgls.get("backend") == "openai":
+        calls, prompt, output, prefill, decode = assumed["sgls"]
+        loads.append(
+            ServiceLoad(
+                "simulator",
+                list(sgls.get("base_urls") or []),
+                int(rollouts * calls),
+                float(sgls.get("timeout_s", 60.0)),
+                sgls.get("api_key_file") or sgls.get("api_key"),
+                int(prompt),
+                int(output),
+                prefill,
+                decode,
+            )
+        )
+    return loads
+
+
+def plan(
+    config_name: str,
+    cfg,
+    model: str,
+    gpu_mem_gib: float,
+    allow_bf16_master: bool = False,
+    assumed: dict[str, list[float]] | None = None,
+):
+    """The plan check of a composed config (:mod:`slca_verl.plan.check`): precision, per-GPU memory, services."""
+    from slca_verl.plan.check import plan_ppo, plan_sft
+
+    if config_name == SFT:
+        return plan_sft(cfg, model, gpu_mem_gib=gpu_mem_gib, allow_bf16_master=allow_bf16_master)
+    loads = service_loads(cfg, assumed or ASSUMED)
+    return plan_ppo(cfg, model, gpu_mem_gib=gpu_mem_gib, allow_bf16_master=allow_bf16_master, services=loads)
+
+
+#: per service, the ASSUMED costs of the plan check's timeout warning (recipes: JUDGE_* / SGLS_* variables):
+#: judge: prompt tokens, output tokens, prefill and decode tokens/s per replica; sgls: the same after calls a rollout
+ASSUMED = {"judge": [3000, 1000, 20000, 4000], "sgls": [3, 1500, 300, 20000, 4000]}
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in text.split(",")]
+
+
+def plan_parser() -> argparse.ArgumentParser:
+    """The plan check's arguments, as a recipe passes them (its ``DRY_RUN=plan_args`` prints them)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config-name", default=PPO, choices=[PPO, SFT])
+    parser.add_argument(
+        "--plan-model",
+        default=None,
+        help="run the plan check (slca_verl.plan.check) for this model: a checkpoint directory or a hub name",
+    )
+    parser.add_argument("--gpu-mem-gib", type=float, default=79.6, help="the plan check's GiB per GPU")
+    parser.add_argument("--allow-bf16-master", action="store_true", help="bf16 master weights on purpose")
+    parser.add_argument("--plan-only", action="store_true", help="compose and run the plan check only")
+    parser.add_argument(
+        "--judge-assumed",
+        type=_numbers,
+        default=ASSUMED["judge"],
+        help="prompt,output tokens and prefill,decode tokens/s per judge replica (assumed)",
+    )
+    parser.add_argument(
+        "--sgls-assumed",
+        type=_numbers,
+        default=ASSUMED["sgls"],
+        help="calls a rollout, prompt,output tokens and prefill,decode tokens/s per replica (assumed)",
+    )
+    return parser
+
+
+def plan_from_args(config_name: str, cfg, plan_args: Sequence[str], gpu_mem_gib: float | None = None):
+    """:func:`plan` with a recipe's plan arguments (``DRY_RUN=plan_args``); ``gpu_mem_gib`` replaces theirs (the
+    preflight's measured GPU)."""
+    a = plan_parser().parse_args(list(plan_args))
+    assumed = {"judge": a.judge_assumed, "sgls": a.sgls_assumed}
+    return plan(config_name, cfg, a.plan_model, gpu_mem_gib or a.gpu_mem_gib, a.allow_bf16_master, assumed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = plan_parser()
     parser.add_argument("overrides", nargs="*", help="hydra overrides, after --")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
-        _, summary = check(args.config_name, args.overrides)
+        cfg, summary = (
+            (compose(args.config_name, args.overrides), {})
+            if args.plan_only
+            else check(args.config_name, args.overrides)
+        )
     except Exception as e:
         logger.error("FAILED (%s): %s", type(e).__name__, e)
         return 1
+    if args.plan_model:
+        assumed = {"judge": args.judge_assumed, "sgls": args.sgls_assumed}
+        try:
+            result = plan(args.config_name, cfg, args.plan_model, args.gpu_mem_gib, args.allow_bf16_master, assumed)
+        except ValueError as e:
+            logger.error("plan check FAILED: %s", e)
+            return 1
+        sys.stderr.write(result.table() + "\n")
+        if not result.ok:
+            logger.error("plan check: STOP (the settings to change are above); nothing was launched")
+            return 2
+        if args.plan_only:
+            return 0
     logger.info(
         "OK: %s composed with %d overrides and passed the checks: %s", args.config_name, len(args.overrides), summary
     )

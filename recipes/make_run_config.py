@@ -36,6 +36,7 @@ def sgls_block(
     model: str | None,
     temperature: float | None,
     api_key_file: str | None = None,
+    settings: dict | None = None,
 ) -> dict:
     with open(template, encoding="utf-8") as f:
         tools = yaml.safe_load(f)["tools"]
@@ -52,6 +53,10 @@ def sgls_block(
         block["temperature"] = temperature
     if api_key_file:  # the path only: the key itself never enters the run's YAML
         block["api_key_file"] = os.path.abspath(api_key_file)
+    for key, value in (settings or {}).items():
+        if key not in block:
+            raise ValueError(f"{template}: the simulator's config has no key '{key}' (it has {sorted(block)})")
+        block[key] = value
     return block
 
 
@@ -65,6 +70,7 @@ def build(
     temperature: float | None,
     extra: dict | None = None,
     api_key_file: str | None = None,
+    sgls_settings: dict | None = None,
 ) -> list[dict]:
     with open(source, encoding="utf-8") as f:
         entries = yaml.safe_load(f)
@@ -72,7 +78,7 @@ def build(
     if entry is None:
         raise ValueError(f"{source}: no agent loop named {AGENT}")
     entry["reward_layout"] = layout
-    entry["sgls"] = sgls_block(template, backend, urls, model, temperature, api_key_file)
+    entry["sgls"] = sgls_block(template, backend, urls, model, temperature, api_key_file, sgls_settings)
     entry["sgls_config_path"] = None
     entry.update(extra or {})
     return entries
@@ -96,13 +102,21 @@ def main(argv=None) -> int:
         metavar="KEY=VALUE",
         help="set a keyword argument of the agent loop entry (value parsed as YAML); repeatable",
     )
+    p.add_argument(
+        "--sgls-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a key of the simulator's config block (timeout_s, max_retries, ...; value parsed as YAML)",
+    )
     args = p.parse_args(argv)
-    extra = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            p.error(f"--set expects KEY=VALUE, got {item!r}")
-        extra[key] = yaml.safe_load(value)
+    extra, sgls_settings = {}, {}
+    for items, into, flag in ((args.set, extra, "--set"), (args.sgls_set, sgls_settings, "--sgls-set")):
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                p.error(f"{flag} expects KEY=VALUE, got {item!r}")
+            into[key] = yaml.safe_load(value)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     urls = [u for u in args.sgls_urls.split(",") if u]
     if args.sgls_backend == "openai" and not urls:
@@ -118,6 +132,7 @@ def main(argv=None) -> int:
         args.sgls_temperature,
         extra,
         args.sgls_api_key_file,
+        sgls_settings,
     )
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:

@@ -10,6 +10,7 @@ export ADV_ESTIMATOR=${ADV_ESTIMATOR:-slca_grpo}
 export MODEL_PATH=${MODEL_PATH:-$(ls -d "${SFT_DIR}"/global_step_*/huggingface 2>/dev/null | sort -V | tail -n1 || true)}
 export MODEL_PATH=${MODEL_PATH:-${SFT_DIR}/global_step_LAST/huggingface}
 export EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_3b_${ADV_ESTIMATOR}}
+export PLAN_MODEL=${PLAN_MODEL:-Qwen/Qwen2.5-3B-Instruct}   # the plan check's shape until the SFT checkpoint exists
 export NNODES=${NNODES:-1}
 export N_GPUS_PER_NODE=${N_GPUS_PER_NODE:-8}
 exec bash "${RECIPES_DIR}/run_qwen7b_slca.sh" "$@"

@@ -44,7 +44,9 @@ case "${ATTN}" in
   *) echo "unknown ATTN=${ATTN} (flash_attention_2 | sdpa)" >&2; exit 2 ;;
 esac
 case "${DEVICE}" in
-  cuda) MODEL_DTYPE=${MODEL_DTYPE:-bf16}; GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-true}; DEVICE_ARGS=() ;;
+  # fp32 master weights and AdamW state (verl's default), bf16 compute (verl's mixed_precision default): with
+  # model_dtype=bf16 the weights themselves are bf16 and most lr-5e-6 updates round away (docs/gpu.md, "Precision")
+  cuda) MODEL_DTYPE=${MODEL_DTYPE:-fp32}; GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-true}; DEVICE_ARGS=() ;;
   cpu)  export VERL_PLATFORM=cpu                 # verl's platform switch; slca_verl registers the "cpu" platform
         [[ "${ATTN}" == sdpa ]] || { echo "DEVICE=cpu needs ATTN=sdpa (no flash-attn on a CPU)" >&2; exit 2; }
         MODEL_DTYPE=${MODEL_DTYPE:-fp32}; GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-false}
@@ -101,10 +103,22 @@ TRAINER=(
 )
 OVERRIDES=("${DATA[@]}" "${MODEL[@]}" "${OPTIM[@]}" "${ENGINE[@]}" "${TRAINER[@]}")
 
+# the plan check (slca_verl/plan/check.py): fp32 master weights and the SFT step's per-GPU memory on GPUs of
+# GPU_MEM_GIB, for the base model's shape (PLAN_MODEL: a checkpoint directory or a hub name)
+PLAN_MODEL=${PLAN_MODEL:-${BASE_MODEL}}
+GPU_MEM_GIB=${GPU_MEM_GIB:-79.6}
+PLAN_ARGS=(--plan-model "${PLAN_MODEL}" --gpu-mem-gib "${GPU_MEM_GIB}")
+[[ "${ALLOW_BF16_MASTER:-0}" == 1 ]] && PLAN_ARGS+=(--allow-bf16-master)
 case "${DRY_RUN:-0}" in
   args) printf '%s\0' "${OVERRIDES[@]}" "$@"; exit 0 ;;
-  1|true) exec python3 "${RECIPES_DIR}/compose_check.py" --config-name sft_trainer_engine -- "${OVERRIDES[@]}" "$@" ;;
+  plan_args) printf '%s\0' "${PLAN_ARGS[@]}"; exit 0 ;;
+  1|true) exec python3 "${RECIPES_DIR}/compose_check.py" --config-name sft_trainer_engine "${PLAN_ARGS[@]}" \
+            -- "${OVERRIDES[@]}" "$@" ;;
 esac
+if [[ "${DEVICE}" != cpu && "${PLAN_CHECK:-1}" == 1 ]]; then
+  python3 "${RECIPES_DIR}/compose_check.py" --config-name sft_trainer_engine --plan-only "${PLAN_ARGS[@]}" \
+    -- "${OVERRIDES[@]}" "$@" || exit $?
+fi
 
 # one node: --standalone; several: run this on every node with NODE_RANK and MASTER_ADDR set (see docs/recipes.md)
 if [[ "${NNODES}" -gt 1 ]]; then

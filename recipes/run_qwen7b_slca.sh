@@ -14,7 +14,8 @@
 #
 # DRY_RUN=1 composes every override with hydra against verl 0.9.1's ppo_trainer config and runs verl's config
 # validation plus the plugin's checks (recipes/compose_check.py) on CPU instead of training.
-# DRY_RUN=args writes the final override list (NUL-separated) to stdout and exits (used by the tests).
+# DRY_RUN=args writes the final override list (NUL-separated) to stdout and exits (used by the tests);
+# DRY_RUN=plan_args the plan check's arguments (used by scripts/check_gpu_env.py).
 set -xeuo pipefail
 
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -60,6 +61,22 @@ JUDGE_PROMPT_TOKENS=${JUDGE_PROMPT_TOKENS:-3000}         # rubric + question + t
 JUDGE_OUTPUT_TOKENS=${JUDGE_OUTPUT_TOKENS:-1000}         # gpt-oss reasoning + justification + rating line
 JUDGE_PREFILL_TOKS_PER_S=${JUDGE_PREFILL_TOKS_PER_S:-20000}   # per replica (gpt-oss-120b, TP2 on 2 x H100)
 JUDGE_DECODE_TOKS_PER_S=${JUDGE_DECODE_TOKS_PER_S:-4000}      # per replica, summed over concurrent requests
+# The simulator's client: one HTTP attempt may wait SGLS_TIMEOUT_S (the authors' 540 s: one 235B server answered
+# 2,048 rollouts a step), then SGLS_MAX_RETRIES more. Its ASSUMED load, for the same warning as the judge's:
+SGLS_TIMEOUT_S=${SGLS_TIMEOUT_S:-540}
+SGLS_MAX_RETRIES=${SGLS_MAX_RETRIES:-3}
+SGLS_CALLS_PER_ROLLOUT=${SGLS_CALLS_PER_ROLLOUT:-2}         # tool calls a rollout makes, on average
+SGLS_PROMPT_TOKENS=${SGLS_PROMPT_TOKENS:-1500}              # schema + call + context turns
+SGLS_OUTPUT_TOKENS=${SGLS_OUTPUT_TOKENS:-300}               # one simulated JSON response
+SGLS_PREFILL_TOKS_PER_S=${SGLS_PREFILL_TOKS_PER_S:-20000}   # per replica (Qwen3-235B-A22B on 8 x H100)
+SGLS_DECODE_TOKS_PER_S=${SGLS_DECODE_TOKS_PER_S:-12000}
+# The plan check (slca_verl/plan/check.py; docs/gpu.md, "The plan check"): before verl starts (and in DRY_RUN=1), the
+# per-GPU memory of every phase on GPUs of GPU_MEM_GIB, fp32 master weights, and the services above. PLAN_MODEL: the
+# shape it assumes while MODEL_PATH holds no checkpoint yet. ALLOW_BF16_MASTER=1: bf16 master weights on purpose.
+PLAN_MODEL=${PLAN_MODEL:-Qwen/Qwen2.5-7B-Instruct}
+GPU_MEM_GIB=${GPU_MEM_GIB:-79.6}                 # an 80 GB H100 / A100 as torch counts it
+ALLOW_BF16_MASTER=${ALLOW_BF16_MASTER:-0}
+PLAN_CHECK=${PLAN_CHECK:-1}                      # 0: launch without it
 
 # ---------------------------------------------------------------- cluster and budget
 NNODES=${NNODES:-4}
@@ -139,7 +156,9 @@ MAX_ASSISTANT_TURNS=${MAX_ASSISTANT_TURNS:-10}
 MAX_USER_TURNS=${MAX_USER_TURNS:-6}
 MAX_PARALLEL_CALLS=${MAX_PARALLEL_CALLS:-20}
 MAX_TOOL_RESPONSE_CHARS=${MAX_TOOL_RESPONSE_CHARS:-2048}   # characters (verl counts characters), cut in the middle
-MODEL_DTYPE=${MODEL_DTYPE:-bfloat16}
+MODEL_DTYPE=${MODEL_DTYPE:-bfloat16}             # the rollout's (vLLM's) dtype; the actor keeps fp32 master weights
+PARAM_OFFLOAD=${PARAM_OFFLOAD:-false}            # actor weights on the host between phases (slower)
+OPTIMIZER_OFFLOAD=${OPTIMIZER_OFFLOAD:-false}    # AdamW moments on the host between steps (the plan check says when)
 
 # ---------------------------------------------------------------- device
 # cuda: GPUs, vLLM rollout. cpu: verl's CPU platform (slca_verl/cpu: gloo, FSDP2 on the host, the hf_cpu rollout);
@@ -209,6 +228,7 @@ python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --sourc
   --sgls-template "${SLCA_CONFIG_DIR}/sgls_tool.yaml" --reward-layout "${REWARD_LAYOUT}" \
   --sgls-backend "${SGLS_BACKEND}" --sgls-urls "${SGLS_URLS}" --sgls-model "${SGLS_MODEL}" \
   --sgls-temperature "${SGLS_TEMPERATURE}" ${SGLS_KEY_ARGS[@]+"${SGLS_KEY_ARGS[@]}"} \
+  --sgls-set timeout_s="${SGLS_TIMEOUT_S}" --sgls-set max_retries="${SGLS_MAX_RETRIES}" \
   --set max_assistant_turns="${MAX_ASSISTANT_TURNS}" \
   --set max_user_turns="${MAX_USER_TURNS}" --set max_parallel_calls="${MAX_PARALLEL_CALLS}" \
   --set max_tool_response_length="${MAX_TOOL_RESPONSE_CHARS}" >&2
@@ -223,24 +243,6 @@ if [[ "${JUDGE}" == llm ]]; then
                +reward.custom_reward_function.reward_kwargs.judge_max_retries="${JUDGE_MAX_RETRIES}"
                +reward.custom_reward_function.reward_kwargs.judge_max_tokens="${JUDGE_MAX_TOKENS}")
   [[ "${HAVE_KEY}" == 1 ]] && JUDGE_ARGS+=(+reward.custom_reward_function.reward_kwargs.judge_api_key_file="${API_KEY_FILE}")
-  # Up to TRAIN_BATCH_SIZE x ROLLOUT_N judgments per step, all inside the reward loop. Warn when the assumed judge
-  # capacity of the configured replicas needs longer than one request may wait (JUDGE_TIMEOUT_S).
-  JUDGE_REPLICAS=$(awk -F, '{print NF}' <<< "${JUDGE_URLS}")
-  JUDGMENTS=$((TRAIN_BATCH_SIZE * ROLLOUT_N))
-  ((VAL_ONLY)) && JUDGMENTS=0                    # validation judges one greedy rollout per prompt, not a step
-  JUDGE_STEP_S=$(( (JUDGMENTS * (JUDGE_PROMPT_TOKENS * 1000 / JUDGE_PREFILL_TOKS_PER_S
-                                 + JUDGE_OUTPUT_TOKENS * 1000 / JUDGE_DECODE_TOKS_PER_S) / 1000) / JUDGE_REPLICAS ))
-  if ((JUDGE_STEP_S > JUDGE_TIMEOUT_S)); then
-    NEEDED=$(( (JUDGMENTS * (JUDGE_PROMPT_TOKENS * 1000 / JUDGE_PREFILL_TOKS_PER_S
-                             + JUDGE_OUTPUT_TOKENS * 1000 / JUDGE_DECODE_TOKS_PER_S) / 1000 + JUDGE_TIMEOUT_S - 1)
-               / JUDGE_TIMEOUT_S ))
-    echo "WARNING: judge under-sized: ${JUDGMENTS} judgments per step (${TRAIN_BATCH_SIZE} x ${ROLLOUT_N}) need" \
-         "~${JUDGE_STEP_S} s on ${JUDGE_REPLICAS} judge replica(s) at the ASSUMED ${JUDGE_PROMPT_TOKENS}+${JUDGE_OUTPUT_TOKENS}" \
-         "tokens per judgment and ${JUDGE_PREFILL_TOKS_PER_S}/${JUDGE_DECODE_TOKS_PER_S} prefill/decode tokens/s per" \
-         "replica, more than JUDGE_TIMEOUT_S=${JUDGE_TIMEOUT_S}: the last queued requests time out (scored as judge" \
-         "failures). Serve >= ${NEEDED} replicas (REPLICAS=${NEEDED} bash recipes/serve_judge.sh), or measure and set" \
-         "JUDGE_*_TOKS_PER_S (docs/recipes.md, \"Judge throughput\")" >&2
-  fi
 fi
 
 # ---------------------------------------------------------------- overrides, grouped
@@ -280,6 +282,8 @@ ACTOR=(
   actor_rollout_ref.actor.ppo_max_token_len_per_gpu="${MAX_TOKENS_PER_GPU}"
   actor_rollout_ref.ref.log_prob_use_dynamic_bsz="${DYNAMIC_BSZ}"
   actor_rollout_ref.ref.log_prob_max_token_len_per_gpu="${MAX_TOKENS_PER_GPU}"
+  actor_rollout_ref.actor.fsdp_config.param_offload="${PARAM_OFFLOAD}"
+  actor_rollout_ref.actor.fsdp_config.optimizer_offload="${OPTIMIZER_OFFLOAD}"
 )
 ROLLOUT=(
   actor_rollout_ref.rollout.name="${ROLLOUT_NAME}"
@@ -354,10 +358,23 @@ OVERRIDES=("${ALGORITHM[@]}" "${DATA[@]}" "${MODEL[@]}" "${ACTOR[@]}" "${ROLLOUT
            "${DEVICE_ARGS[@]}" ${ATTN_ARGS[@]+"${ATTN_ARGS[@]}"}
            "${TRAINER[@]}" ${RAY[@]+"${RAY[@]}"})
 
+# the plan check's inputs: the checkpoint's own shape once it exists, the cluster's GPU memory, the assumed loads
+[[ -f "${MODEL_PATH}/config.json" ]] && PLAN_MODEL=${MODEL_PATH}
+PLAN_ARGS=(--plan-model "${PLAN_MODEL}" --gpu-mem-gib "${GPU_MEM_GIB}"
+           --judge-assumed "${JUDGE_PROMPT_TOKENS},${JUDGE_OUTPUT_TOKENS},${JUDGE_PREFILL_TOKS_PER_S},${JUDGE_DECODE_TOKS_PER_S}"
+           --sgls-assumed "${SGLS_CALLS_PER_ROLLOUT},${SGLS_PROMPT_TOKENS},${SGLS_OUTPUT_TOKENS},${SGLS_PREFILL_TOKS_PER_S},${SGLS_DECODE_TOKS_PER_S}")
+[[ "${ALLOW_BF16_MASTER}" == 1 ]] && PLAN_ARGS+=(--allow-bf16-master)
 case "${DRY_RUN:-0}" in
   args) printf '%s\0' "${OVERRIDES[@]}" "$@"; exit 0 ;;
-  1|true) python3 "${RECIPES_DIR}/compose_check.py" --config-name ppo_trainer -- "${OVERRIDES[@]}" "$@"; exit ;;
+  plan_args) printf '%s\0' "${PLAN_ARGS[@]}"; exit 0 ;;   # the plan check's own inputs (scripts/check_gpu_env.py)
+  1|true) python3 "${RECIPES_DIR}/compose_check.py" --config-name ppo_trainer "${PLAN_ARGS[@]}" -- "${OVERRIDES[@]}" "$@"
+          exit ;;
 esac
+# on GPUs the plan check runs before verl starts (a few seconds; it stops with the setting to change)
+if [[ "${DEVICE}" != cpu && "${PLAN_CHECK}" == 1 ]]; then
+  python3 "${RECIPES_DIR}/compose_check.py" --config-name ppo_trainer --plan-only "${PLAN_ARGS[@]}" \
+    -- "${OVERRIDES[@]}" "$@" || exit $?
+fi
 
 # DEVICE=cpu: through recipes/verl_startup.py, which filters verl's start-up notices that carry nothing on a CPU
 # (engines not installed, no accelerator) to one line, in this process and the Ray workers it starts; QUIET_VERL=0

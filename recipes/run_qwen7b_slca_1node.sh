@@ -43,6 +43,10 @@ if [[ "${DRY_RUN:-0}" == 0 && "${SERVE:-1}" == 1 ]]; then
 fi
 
 export NNODES=1 N_GPUS_PER_NODE=${n_train}
+# 4 training GPUs hold 4x the 32-GPU run's shard of the fp32 weights (7.1 GiB) and AdamW moments (14.2 GiB): beside
+# vLLM at 0.82 of the card that is ~90 GiB at step 2's rollout. The plan check's fit: the moments on the host between
+# steps and vLLM at 0.75 (~71 GiB at the rollout; docs/gpu.md, "One node")
+export OPTIMIZER_OFFLOAD=${OPTIMIZER_OFFLOAD:-true} GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.75}
 export EXPERIMENT_NAME=${EXPERIMENT_NAME:-qwen2_5_7b_${ADV_ESTIMATOR:-slca_grpo}_1node}
 # gpt-oss-20b decodes faster than gpt-oss-120b; these are assumptions for the capacity warning, measure and set yours
 export JUDGE_PREFILL_TOKS_PER_S=${JUDGE_PREFILL_TOKS_PER_S:-40000} JUDGE_DECODE_TOKS_PER_S=${JUDGE_DECODE_TOKS_PER_S:-8000}

@@ -9,6 +9,7 @@ set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
 export MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-0.5B-Instruct}
+export PLAN_MODEL=${PLAN_MODEL:-${MODEL_PATH}}   # the plan check's shape (a hub name it knows, or a checkpoint dir)
 export TRAIN_FILES=${TRAIN_FILES:-${REPO_ROOT}/data/smoke/xlam_train.parquet}
 export VAL_FILES=${VAL_FILES:-${REPO_ROOT}/data/smoke/xlam_val.parquet}
 export EXPERIMENT_NAME=${EXPERIMENT_NAME:-smoke_${ADV_ESTIMATOR:-slca_grpo}}

@@ -18,8 +18,14 @@ Exit status 0 only when nothing is missing, else 1. Defaults follow the recipe: 
 Each server must refuse a request without the key (HTTP 401) and list its model with it. Heavy modules (torch,
 flash_attn, vllm, verl, ray) are imported only by the check that needs them.
 
+The run's layout and plan come from the recipe itself (``--recipe``; the mode's recipe by default): its overrides
+(``DRY_RUN=args``, nothing written into the checkout) give the nodes and GPUs it asks for (``NNODES`` x
+``N_GPUS_PER_NODE``, the recipe's own defaults included), and the plan check (``slca_verl/plan/check.py``) reads the
+composed config: each phase's per-GPU memory on this node's GPUs (``--gpu-mem-gib`` without one), fp32 master
+weights, the services' keys and timeouts.
+
 With ``RAY_ADDRESS`` (or ``--ray-address``) the run spans a Ray cluster: the GPUs are counted over the cluster
-(``NNODES`` x ``N_GPUS_PER_NODE`` wanted), and a task on every node checks what verl's workers there will meet,
+(the recipe's nodes x GPUs per node wanted), and a task on every node checks what verl's workers there will meet,
 which is the environment of ``ray start`` on that node plus the variables the recipe forwards (``FORWARD_ENV``), not
 this shell's: the model path, the data files and the API key file exist there, and wandb has a key or an offline mode.
 """
@@ -600,17 +606,30 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="a Ray cluster to check node by node (default: RAY_ADDRESS)",
     )
     p.add_argument(
+        "--recipe",
+        default=None,
+        help="the recipe whose layout and plan to check (default: recipes/run_qwen7b_slca.sh; --sft: "
+        "run_qwen7b_sft.sh; --smoke: run_smoke_1gpu.sh); it sees this shell's environment",
+    )
+    p.add_argument(
         "--nnodes",
         type=int,
-        default=int(os.environ.get("NNODES") or 1),
-        help="nodes of the run (default: NNODES, else 1)",
+        default=None,
+        help="nodes of the run (default: what the recipe asks for: trainer.nnodes)",
     )
     p.add_argument(
         "--gpus-per-node",
         type=int,
         default=None,
-        help="GPUs the run uses on this node (default: N_GPUS_PER_NODE, else 8; --smoke: 1)",
+        help="GPUs the run uses on each node (default: what the recipe asks for: trainer.n_gpus_per_node)",
     )
+    p.add_argument(
+        "--gpu-mem-gib",
+        type=float,
+        default=None,
+        help="GiB of one GPU for the plan check (default: this node's GPU 0, else GPU_MEM_GIB, else 79.6)",
+    )
+    p.add_argument("--no-plan", action="store_true", help="skip the plan check (layout from the flags / 1 x 8)")
     p.add_argument("--sgls-urls", default=None, help="comma-separated simulator base URLs (…/v1)")
     p.add_argument("--judge-urls", default=None, help="comma-separated judge base URLs (…/v1)")
     p.add_argument(
@@ -643,8 +662,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help=f'the run\'s trainer.logger (default: LOGGER, else {RECIPE_LOGGER}; --smoke: ["console"])',
     )
     args = p.parse_args(argv)
-    if args.gpus_per_node is None:
-        args.gpus_per_node = 1 if args.smoke else int(os.environ.get("N_GPUS_PER_NODE") or 8)
+    if args.recipe is None:
+        args.recipe = os.path.join(
+            REPO,
+            "recipes",
+            "run_smoke_1gpu.sh" if args.smoke else "run_qwen7b_sft.sh" if args.sft else "run_qwen7b_slca.sh",
+        )
     if args.logger is None:
         args.logger = os.environ.get("LOGGER") or ('["console"]' if args.smoke else RECIPE_LOGGER)
     if args.smoke or args.sft:
@@ -724,8 +747,94 @@ def run_model(args: argparse.Namespace) -> str:
     return os.environ.get("MODEL_PATH") or SMOKE_MODEL if args.smoke else default_model_path()
 
 
+def recipe_overrides(recipe: str, out_dir: str, what: str = "args") -> list[str]:
+    """The hydra overrides ``recipe`` launches with in this shell's environment (its ``DRY_RUN=args``; ``plan_args``:
+    its plan check's arguments), its run config written under ``out_dir`` (a temporary folder): what the run will
+    ask for, its own defaults included."""
+    proc = subprocess.run(
+        ["bash", recipe],
+        env={**os.environ, "DRY_RUN": what, "OUTPUT_DIR": out_dir},
+        capture_output=True,
+        timeout=120,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{recipe} DRY_RUN=args failed: {proc.stderr.decode(errors='replace')[-800:]}")
+    return [a.decode() for a in proc.stdout.split(b"\0") if a]
+
+
+def override_value(overrides: list[str], key: str) -> str | None:
+    """The last value the overrides give ``key`` (hydra keeps the last), or None."""
+    found = None
+    for item in overrides:
+        name, sep, value = item.partition("=")
+        if sep and name.lstrip("+") == key:
+            found = value
+    return found
+
+
+def local_gpu_mem_gib(torch_module) -> float | None:
+    """GiB of this node's first GPU as torch counts it, or None without CUDA."""
+    try:
+        if torch_module is not None and torch_module.cuda.is_available():
+            return torch_module.cuda.get_device_properties(0).total_memory / 1024**3
+    except Exception:  # a broken driver reads as no GPU here; check_gpu_count says so
+        pass
+    return None
+
+
+def check_plan(
+    args: argparse.Namespace, overrides: list[str], plan_args: list[str], gpu_mem_gib: float | None
+) -> Check:
+    """The plan check of the recipe's composed config (slca_verl.plan.check) with the recipe's own plan arguments,
+    on GPUs of ``gpu_mem_gib`` (this node's, measured; None: the recipe's GPU_MEM_GIB)."""
+    name = "plan (memory, precision, services)"
+    sys.path.insert(0, os.path.join(REPO, "recipes"))
+    try:
+        import compose_check
+
+        config = compose_check.SFT if args.sft else compose_check.PPO
+        cfg = compose_check.compose(config, overrides)
+        plan = compose_check.plan_from_args(config, cfg, plan_args, gpu_mem_gib)
+        plan_model = compose_check.plan_parser().parse_args(plan_args).plan_model
+        gpu_mem_gib = plan.cluster.gpu_mem_gib
+    except Exception as e:  # composition or a model shape it cannot read: say which
+        return Check(name, False, f"{type(e).__name__}: {e}", f"DRY_RUN=1 bash {args.recipe} shows the same")
+    finally:
+        sys.path.pop(0)
+    stops = [f for f in plan.findings if f.stop]
+    worst = max(plan.phases, key=lambda p: p.total, default=None)
+    detail = (
+        f"{plan.cluster.nnodes} x {plan.cluster.gpus_per_node} GPUs of {gpu_mem_gib:.1f} GiB, model {plan_model}"
+        + (f"; worst phase {worst.name} {worst.total:.1f} GiB" if worst else "")
+        + "".join(f"\n           {f.line()}" for f in plan.findings if not f.stop)
+    )
+    if stops:
+        return Check(name, False, detail, "; ".join(f"{f.area}: {f.message} -> {f.fix}" for f in stops))
+    return Check(name, True, detail)
+
+
 def run_checks(args: argparse.Namespace) -> list[Check]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="slca_preflight_") as tmp:  # the recipe's run config, for the plan
+        return _run_checks(args, tmp)
+
+
+def _run_checks(args: argparse.Namespace, tmp: str) -> list[Check]:
     pins = pinned_versions()
+    overrides: list[str] = []
+    plan_args: list[str] = []
+    if not args.no_plan:
+        try:
+            overrides = recipe_overrides(args.recipe, tmp)
+            plan_args = recipe_overrides(args.recipe, tmp, "plan_args")
+        except Exception as e:
+            return [Check("recipe", False, f"{type(e).__name__}: {e}", f"DRY_RUN=1 bash {args.recipe}")]
+    if args.nnodes is None:
+        args.nnodes = int(override_value(overrides, "trainer.nnodes") or 1)
+    if args.gpus_per_node is None:
+        args.gpus_per_node = int(override_value(overrides, "trainer.n_gpus_per_node") or (1 if args.smoke else 8))
+    torch_module = None
     if args.device == "cpu":
         checks = [check_python(), Check("GPU software", None, "--device cpu: no CUDA, GPU, flash-attn or vLLM checks")]
     else:
@@ -742,6 +851,8 @@ def run_checks(args: argparse.Namespace) -> list[Check]:
     model = run_model(args)
     files, _ = data_files(args)
     checks += [check_model_path(model), data_check(args), check_wandb(args.logger)]
+    if not args.no_plan and args.device != "cpu":
+        checks.append(check_plan(args, overrides, plan_args, args.gpu_mem_gib or local_gpu_mem_gib(torch_module)))
     if args.ray_address and not args.sft:  # the SFT recipe runs torchrun on each node, not Ray
         key_file = args.api_key_file or os.environ.get("API_KEY_FILE") or os.path.join(services_dir(), "api_key")
         paths = {

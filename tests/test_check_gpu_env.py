@@ -346,7 +346,9 @@ def test_a_logger_without_wandb_skips_the_wandb_check(clean_env):
 
 def test_smoke_checks_one_gpu_no_servers_its_hub_model_its_data_and_no_wandb(clean_env, monkeypatch):
     args = check_gpu_env.parse_args(["--smoke"])
-    assert args.gpus_per_node == 1 and args.no_servers and args.logger == '["console"]'
+    assert args.recipe.endswith("recipes/run_smoke_1gpu.sh") and args.no_servers and args.logger == '["console"]'
+    overrides = check_gpu_env.recipe_overrides(args.recipe, str(clean_env))
+    assert check_gpu_env.override_value(overrides, "trainer.n_gpus_per_node") == "1"  # the recipe's own layout
     assert [c.ok for c in check_gpu_env.server_checks(args)] == [None, None]
     data = check_gpu_env.data_check(args)
     assert "data/smoke/xlam_train.parquet" in data.detail  # the smoke recipe's TRAIN_FILES
@@ -411,3 +413,42 @@ def test_python_3_13_is_refused_like_setup_py_says(clean_env):
         if k.arg == "python_requires"
     )
     assert "3.12.8" in SpecifierSet(spec) and "3.13.0" not in SpecifierSet(spec) and "3.9.18" not in SpecifierSet(spec)
+
+
+# ------------------------------------------------------------------ the run's layout and plan come from the recipe
+
+
+def test_the_cluster_is_checked_for_the_nodes_the_recipe_asks_for_not_one(clean_env, monkeypatch):
+    """RAY_ADDRESS=auto python scripts/check_gpu_env.py used to want NNODES (default 1) x 8 GPUs while the recipe
+    wants 4 x 8: a 2 x 8 cluster passed the preflight and verl stopped minutes later ("Total available GPUs 16 is
+    less than total desired GPUs 32"). The wanted count is now the recipe's own."""
+    wanted = []
+
+    def cluster(address, wanted_gpus, paths, logger_value):
+        wanted.append(wanted_gpus)
+        return [
+            check_gpu_env.Check("Ray cluster", wanted_gpus <= 16, f"2 node(s), 16 GPUs; the run uses {wanted_gpus}")
+        ]
+
+    monkeypatch.setattr(check_gpu_env, "check_cluster", cluster)
+    monkeypatch.delenv("NNODES", raising=False)
+    monkeypatch.delenv("N_GPUS_PER_NODE", raising=False)
+    args = check_gpu_env.parse_args(["--ray-address", "auto", "--no-servers", "--device", "cpu"])
+    checks = {c.name: c for c in check_gpu_env.run_checks(args)}
+    assert wanted == [32] and (args.nnodes, args.gpus_per_node) == (4, 8)
+    assert checks["Ray cluster"].ok is False  # the 2 x 8 cluster stops here, before verl
+    monkeypatch.setenv("NNODES", "2")  # the same variable the recipe reads
+    check_gpu_env.run_checks(check_gpu_env.parse_args(["--ray-address", "auto", "--no-servers", "--device", "cpu"]))
+    assert wanted[-1] == 16
+
+
+def test_the_preflight_runs_the_recipes_plan_check_with_the_recipes_own_settings(clean_env, monkeypatch):
+    monkeypatch.setenv("NNODES", "1")
+    monkeypatch.setenv("N_GPUS_PER_NODE", "4")
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    args = check_gpu_env.parse_args(["--no-servers", "--gpu-mem-gib", "79.6"])
+    plan = next(c for c in check_gpu_env.run_checks(args) if c.name.startswith("plan"))
+    assert plan.ok is False and "rollout, step 2+ needs 90.5 GiB" in plan.fix and "optimizer_offload=true" in plan.fix
+    monkeypatch.setenv("OPTIMIZER_OFFLOAD", "true")  # the fix it names, through the recipe's own variable
+    plan = next(c for c in check_gpu_env.run_checks(args) if c.name.startswith("plan"))
+    assert plan.ok is True and "1 x 4 GPUs of 79.6 GiB" in plan.detail
