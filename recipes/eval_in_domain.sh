@@ -14,6 +14,10 @@
 # 7B recipe's DATA_DIR. A file that does not exist stops the command before anything starts (nothing is built);
 # DRY_RUN names the files it would use.
 # OUT_DIR: default eval/<experiment name>_step<N>. LABEL: the summary's method column, default "<experiment> step <N>".
+# The layout: the run's own (trainer.nnodes / n_gpus_per_node of its saved config), else the recipe's (4 x 8);
+# NNODES / N_GPUS_PER_NODE override it. Several nodes: run it where the training ran, with RAY_ADDRESS=auto; one
+# node: NNODES=1 (N_GPUS_PER_NODE=8). A checkpoint of run_qwen7b_slca_1node.sh: EVAL_RECIPE=run_qwen7b_slca_1node.sh
+# (its GPU split and servers). docs/eval.md, "On GPUs".
 set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")
@@ -55,6 +59,17 @@ if [[ ${#MISSING[@]} -gt 0 && "${DRY_RUN:-0}" == 0 ]]; then
 fi
 export VAL_FILES
 [[ -z "${TRAIN_FILES:-}" ]] || export TRAIN_FILES
+if [[ "${TRAIN_RECIPE}" != run_cpu_tiny_slca.sh ]]; then   # the GPU recipes: the run's layout unless given
+  [[ -z "${RUN_NNODES}" || -n "${NNODES:-}" ]] || export NNODES=${RUN_NNODES}
+  [[ -z "${RUN_GPUS_PER_NODE}" || -n "${N_GPUS_PER_NODE:-}" ]] || export N_GPUS_PER_NODE=${RUN_GPUS_PER_NODE}
+  if [[ "${NNODES:-4}" -gt 1 && -z "${RAY_ADDRESS:-}" && "${DRY_RUN:-0}" == 0 ]]; then   # before any merge
+    _from="the recipe's default"; [[ -z "${RUN_NNODES}" ]] || _from="the run's layout"
+    echo "eval_in_domain: NNODES=${NNODES:-4} (${_from})" \
+         "needs its Ray cluster: RAY_ADDRESS=auto bash $0 ... on a node of it, or NNODES=1 [N_GPUS_PER_NODE=8] on" \
+         "one node" >&2
+    exit 2
+  fi
+fi
 
 mkdir -p "${OUT_DIR}"
 if [[ "${DRY_RUN:-0}" == 0 ]]; then MODEL_PATH=$(hf_checkpoint "${CHECKPOINT}"); else MODEL_PATH=${CHECKPOINT}; fi

@@ -87,6 +87,12 @@ def context(checkpoint: str, search_roots: Sequence[str] = (".", REPO)) -> dict[
     if not isinstance(name, str) or not name or "${" in name:
         name = os.path.basename(run_dir or os.path.abspath(checkpoint).rstrip("/"))
     data = cfg.get("data") or {}
+    trainer = cfg.get("trainer") or {}
+
+    def count(key: str) -> str:
+        value = trainer.get(key)
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else ""
+
     return {
         "RUN_DIR": run_dir or "",
         "RUN_STEP": "" if step is None else str(step),
@@ -94,6 +100,8 @@ def context(checkpoint: str, search_roots: Sequence[str] = (".", REPO)) -> dict[
         "RUN_NAME": name,
         "RUN_TRAIN_FILES": _files(data.get("train_files")),
         "RUN_VAL_FILES": _files(data.get("val_files")),
+        "RUN_NNODES": count("nnodes"),  # the layout the run trained on, the eval commands' default
+        "RUN_GPUS_PER_NODE": count("n_gpus_per_node"),
     }
 
 

@@ -570,6 +570,47 @@ def write_run(tmp_path, name="cpu_tiny_slca_grpo_seed5", step=20, config_dir=Non
     return run / f"global_step_{step}", data
 
 
+def eval_args(ckpt, tmp_path, **env) -> subprocess.CompletedProcess:
+    return subproc.run(
+        ["bash", os.path.join(RECIPES, "eval_in_domain.sh"), str(ckpt)],
+        capture_output=True,
+        timeout=60,
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("NNODES", "N_GPUS_PER_NODE", "RAY_ADDRESS", "DEVICE")},
+            "OUT_DIR": str(tmp_path / "ev"),
+            "SERVICES_DIR": str(tmp_path),
+            **env,
+        },
+    )
+
+
+def test_the_in_domain_eval_on_gpus_takes_the_layout_the_run_trained_on(tmp_path):
+    """docs/gpu.md's `bash recipes/eval_in_domain.sh CK` used to call the 7B recipe with its 4 nodes and no
+    RAY_ADDRESS, and exit 2 on any machine. It now takes the run's own layout from the config verl saved; on a
+    cluster RAY_ADDRESS joins it, and NNODES / N_GPUS_PER_NODE override."""
+    ckpt, _ = write_run(tmp_path, name="qwen2_5_7b_slca_grpo")
+    config = next((tmp_path / "out" / "hydra").glob("*/.hydra/config.yaml"))
+    cfg = yaml.safe_load(config.read_text())
+    cfg["trainer"].update(nnodes=1, n_gpus_per_node=8)
+    config.write_text(yaml.safe_dump(cfg))
+    one = eval_args(ckpt, tmp_path, DRY_RUN="args")
+    assert one.returncode == 0, one.stderr.decode()[-2000:]
+    got = as_dict(a.decode() for a in one.stdout.split(b"\0") if a)
+    assert (got["trainer.nnodes"], got["trainer.n_gpus_per_node"]) == ("1", "8")
+    cfg["trainer"].update(nnodes=4)
+    config.write_text(yaml.safe_dump(cfg))
+    alone = eval_args(ckpt, tmp_path, DRY_RUN="0")  # 4 nodes, no cluster: stops before anything, naming the fix
+    said = alone.stderr.decode()
+    assert alone.returncode == 2 and "NNODES=4 (the run's layout) needs its Ray cluster: RAY_ADDRESS=auto" in said
+    assert "model_merger" not in said and not (ckpt / "actor" / "merged_hf").exists()  # stopped before merging
+    joined = eval_args(ckpt, tmp_path, DRY_RUN="args", RAY_ADDRESS="auto")
+    got = as_dict(a.decode() for a in joined.stdout.split(b"\0") if a)
+    assert got["trainer.nnodes"] == "4" and got["+ray_kwargs.ray_init.address"] == "auto"
+    mine = eval_args(ckpt, tmp_path, DRY_RUN="args", NNODES="1", N_GPUS_PER_NODE="2")
+    got = as_dict(a.decode() for a in mine.stdout.split(b"\0") if a)
+    assert (got["trainer.nnodes"], got["trainer.n_gpus_per_node"]) == ("1", "2")
+
+
 def test_the_in_domain_eval_on_a_cpu_reads_the_held_out_rows_from_the_runs_saved_config(tmp_path):
     """No SEED, no CACHE_DIR: the rows come from the config verl saved for the run that wrote the checkpoint."""
     ckpt, data = write_run(tmp_path)
