@@ -251,3 +251,17 @@ def test_the_recipes_judge_that_cannot_finish_a_step_inside_its_timeout_is_warne
     assert judge_findings(plan_of("run_smoke_1gpu.sh", tmp_path / "smoke")) == []  # offline proxy: nothing to size
     val = plan_of("run_qwen7b_slca.sh", tmp_path / "val", VAL_ONLY="1", JUDGE_TIMEOUT_S="1")
     assert judge_findings(val) == []  # validation judges one greedy rollout a prompt, not a training step
+
+
+def test_the_gpu_memory_check_script_runs_its_step_and_predicts_by_the_models_formula(tmp_path):
+    """benchmarks/plan_memory_gpu.py is the one command that checks the memory model on a GPU; on a CPU (--tiny) it
+    runs the same fp32-master AdamW step with bf16 autocast and prints the prediction it would compare against."""
+    import plan_memory_gpu
+
+    out = tmp_path / "r.json"
+    assert plan_memory_gpu.main(["--device", "cpu", "--tiny", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["results"]
+    tiny = plan_memory_gpu.TINY
+    by_hand = 16 * tiny.params + (2 * 2 * 64 * 64 + 64 * (16 * 64 + 8 * 128)) + 64 * 1024 * 6  # state, acts, logits
+    assert plan_memory_gpu.predicted_gib(tiny, 64) == pytest.approx(by_hand / GIB, rel=1e-9)
+    assert row["predicted_gib"] == round(by_hand / GIB, 2) and row["measured_gib"] is None
