@@ -75,6 +75,36 @@ def loose_equal(pred: Any, gold: Any) -> bool:
     return False
 
 
+def loose_key(x: Any) -> Any:
+    """A hashable stand-in for :func:`loose_equal`, so equal values can be counted in a dict (linear time where
+    pairwise ``loose_equal`` is quadratic):
+
+    - None → None;
+    - lists and dicts → their key-sorted JSON (rule 5);
+    - anything else → t = ``str(x).strip().lower()`` (rule 2), then "true" / "1" → 1.0 and "false" / "0" → 0.0
+      (rule 4), text that parses as a finite number → that number rounded to 9 decimals (rule 3), else t.
+
+    Values that are ``loose_equal`` get the same key, except two numbers within 1e-9 of each other on either side of
+    a rounding edge, and a list beside the text of its own ``str``; the key also makes "true" and "1.0" alike (both
+    are 1), which ``loose_equal`` alone, not being transitive, does not.
+    """
+    if x is None:
+        return None
+    if isinstance(x, (list, dict)):
+        try:
+            return ("json", json.dumps(x, sort_keys=True))
+        except (TypeError, ValueError):
+            return ("text", _lower(x))
+    text = _lower(x)
+    if text in _BOOL_STRINGS:
+        return float(_BOOL_STRINGS[text])
+    try:
+        number = float(text)
+    except (ValueError, OverflowError):
+        return text
+    return round(number, 9) if math.isfinite(number) else text
+
+
 def _lower(x: Any) -> str:
     try:
         return str(x).strip().lower()

@@ -64,7 +64,7 @@ from slca_verl.rewards.execution import (
     execution_reward,
     format_score,
     key_value_scores,
-    loose_equal,
+    loose_key,
     unmeasured_components,
 )
 from slca_verl.rewards.judge import Judge, Verdict
@@ -254,9 +254,10 @@ def step_rewards(
                                              unit not yet satisfied).
     Each unit keeps best_q, the best score a turn has reached on it so far (0 at the start).
 
-    Repeats: a call is new unless the episode already made an identical call (same name, same keys, loosely equal
-    values; an earlier call of the same turn counts) as many times as the gold holds it, and at least once. Only new
-    calls open a unit: a turn that repeats an earlier one makes no progress.
+    Repeats: a call is new unless the episode already made an identical call (same name, same keys, values with the
+    same ``loose_key``, the hashable form of loose equality; an earlier call of the same turn counts) as many times as
+    the gold holds it, and at least once. Only new calls open a unit: a turn that repeats an earlier one makes no
+    progress. Repeats are counted in a dict, so the whole computation is linear in the number of calls.
 
     Formula, for tool turn t with calls C_t, new calls N_t and valid-block share fmt_t (= fmt of the turn alone):
         steps:  f_t    = min{q : best_q < step_pass}, the last step if every step passed   (the frontier)
@@ -308,10 +309,11 @@ def gold_progress(
     per_call = gt.gold_format != "nested" and len(gold) > 1
     units = [[c] for c in gold] if per_call else gt.gold_steps
     best = [0.0] * len(units)
-    made: dict[tuple[str, frozenset], list[dict]] = {}
+    in_gold = Counter(_call_key(g) for g in gold)
+    made: Counter = Counter()
     gains = []
     for turn in attempted:
-        new = [c for c in turn.calls if _is_new(c, made, gold)]
+        new = [c for c in turn.calls if _is_new(c, made, in_gold)]
         if per_call:
             gains.append(_call_progress(turn, new, units, best, weights, unmeasured))
         else:
@@ -323,17 +325,17 @@ def gold_progress(
 _NO_PROGRESS = 1e-9
 
 
-def _same_arguments(a: dict, b: dict) -> bool:
-    return set(a) == set(b) and all(loose_equal(a[k], b[k]) for k in a)
+def _call_key(call: ToolCall) -> tuple:
+    """A call's identity for repeats: its name and each argument's :func:`loose_key` (hashable, so repeats are
+    counted in one pass over the calls, not by comparing every pair)."""
+    return call.name, tuple(sorted((k, loose_key(v)) for k, v in call.arguments.items()))
 
 
-def _is_new(call: ToolCall, made: dict, gold: list[ToolCall]) -> bool:
-    """Whether ``call`` is not a repeat (see :func:`step_rewards`); records it in ``made`` (calls by name and keys)."""
-    earlier = made.setdefault((call.name, frozenset(call.arguments)), [])
-    copies = sum(_same_arguments(call.arguments, m) for m in earlier)
-    in_gold = sum(g.name == call.name and _same_arguments(call.arguments, g.arguments) for g in gold)
-    earlier.append(call.arguments)
-    return copies < max(1, in_gold)
+def _is_new(call: ToolCall, made: Counter, in_gold: Counter) -> bool:
+    """Whether ``call`` is not a repeat (see :func:`step_rewards`); counts it in ``made``. O(#arguments)."""
+    key = _call_key(call)
+    made[key] += 1
+    return made[key] - 1 < max(1, in_gold[key])
 
 
 def _step_progress(

@@ -1,0 +1,49 @@
+"""HierR's time is linear in the calls of one rollout: 20,000 calls in one rollout are scored within 2 s.
+
+The rollout shape that was quadratic is many calls of one tool with the same argument names: counting repeats for the
+step rewards compared each call with every earlier one (500 calls 0.18 s, 1,000 0.75 s, 2,000 2.8 s, 4,000 10.2 s,
+20,000 not done in 60 s). The bound is CPU time of this process (``time.process_time``), so another job on the
+machine does not fail the test; docs/bad_inputs.md ("Worst-case times") holds it.
+"""
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from slca_verl.rewards import score_decoded, score_trajectory
+
+N = 20_000
+BOUND_S = 2.0
+W = {"name": "get_weather", "arguments": {"city": "Paris"}}
+GT = {"allowed_tools": ["get_weather"], "gold_tool_calls": [[W]], "question_content": "Weather in Paris?"}
+CALL = "<tool_call>\n" + json.dumps(W) + "\n</tool_call>"
+ENV = '\nuser\n<tool_response>\n{"temp_c": 21}\n</tool_response>\nassistant\n'
+REPLY = "It is 21 degrees in Paris."
+
+
+def cpu_seconds(coroutine_fn) -> tuple[float, dict]:
+    start = time.process_time()
+    out = asyncio.run(coroutine_fn())
+    return time.process_time() - start, out
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["20,000 calls in one turn", "20,000 turns of one call, decoded, no turn count"],
+)
+def test_twenty_thousand_calls_in_one_rollout_are_scored_within_the_bound(shape):
+    if shape.startswith("20,000 calls in one turn"):
+
+        def run():
+            return score_trajectory(["\n".join([CALL] * N), REPLY], ['{"temp_c": 21}'] * N, GT)
+
+    else:  # every turn answered by the environment: the forgery check reads each turn too
+
+        def run():
+            return score_decoded(ENV.join([CALL] * N) + ENV + REPLY, GT)
+
+    seconds, out = cpu_seconds(run)
+    assert out["num_calls"] == N and out["forged_tool_output"] == 0 and out["reason"] == ""
+    assert seconds < BOUND_S, f"{shape}: {seconds:.2f} s of CPU time (bound {BOUND_S} s)"
