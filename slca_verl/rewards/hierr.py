@@ -220,12 +220,15 @@ async def turn_parses(
         records = list(parsed_turns) if parsed_turns is not None else [None] * len(assistant_texts)
         records += [None] * (len(assistant_texts) - len(records))
         # a turn the loop did not parse (the episode ended on it) is parsed here, as the loop would have
-        return [
-            parsed_from_records([r], allowed)
-            if r is not None
-            else await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
-            for r, t in zip(records, assistant_texts)
-        ]
+        out = []
+        for r, t in zip(records, assistant_texts):
+            if r is not None:
+                out.append(parsed_from_records([r], allowed))
+                continue
+            parsed = await fmt.parse(t, tools=tools, allowed=allowed, accept_string_arguments=accept_string_arguments)
+            parsed.steps = [parsed.calls] if parsed.calls else []  # one call per block: the turn's calls are its step
+            out.append(parsed)
+        return out
     return [
         parse_tool_calls(strip_think(t), allowed, accept_string_arguments=accept_string_arguments)
         for t in assistant_texts
@@ -270,20 +273,27 @@ def step_rewards(
                           if c in N_t and c.name == g_q.name, else 0
                 pairs (c, q) with gain s(c, q) - best_q > 0 taken greedily, largest gain first, each call and each
                 unit at most once per turn; p_t = Σ gains;   best_q <- s(c, q) for each pair taken
-        r_t = p_t   if p_t > 0,   else extra_step_reward
+        short_t = 1[p_t > 0 and a unit the turn advanced is left below full marks, best_q < R_max]
+                  (R_max = R_tool's maximum over the unit's measured components: 1 with the default weights)
+        r_t = p_t + extra_step_reward * short_t   if p_t > 0,   else extra_step_reward
         no gold calls (an irrelevance row): r_t = extra_step_reward for every tool turn.
 
-    So Σ_t r_t = Σ_q best_q + extra_step_reward * #{t : p_t = 0}: the return of an episode is what it achieved on
-    each unit, less a charge per turn that added nothing (a repeated call, a tool the gold does not need, a call past
-    the gold, a turn whose blocks do not parse, any call on a row without gold calls). A retry that fixes a failed
-    step earns the rest of that step's score; giving up keeps only the partial score. A step below ``step_pass`` is
-    not done: a turn calling only a later step's tools (none of the undone step's) makes no progress.
+    So Σ_t r_t = Σ_q best_q + extra_step_reward * #{t : p_t = 0 or short_t}: the return of an episode is what it
+    achieved on each unit, less a charge per turn that added nothing (a repeated call, a tool the gold does not need,
+    a call past the gold, a turn whose blocks do not parse, any call on a row without gold calls) and per turn that
+    left what it worked on short of full marks (a wrong argument, a broken block beside the right call, half of a
+    parallel step). A retry that fixes a failed step earns the rest of that step's score; giving up keeps only the
+    partial score. So on one step: right first time 1.0 > a wrong call (0.80) corrected 0.80 - 0.25 + 0.20 = 0.75
+    > the wrong call alone 0.55 > the wrong call repeated 0.30: being corrected costs the charge, giving up costs
+    more. A step below ``step_pass`` is not done: a turn calling only a later step's tools (none of the undone
+    step's) makes no progress.
 
     Why 0.5: a well-formed call of the step's tools reaches it even with every argument wrong (0.1 fmt + 0.25 names
     + 0.3 parallel = 0.65), half of a parallel step does not (the right one of its two calls alone: 0.44). So an
     attempted step is done and its arguments may still be fixed by a later turn, a skipped or split step is not. Full
     marks would charge a right later step whenever an earlier argument missed the loose comparison, teaching the
-    policy to stop instead of going on. The names gate keeps fmt and parallel (0.4 of the weight, earned by any
+    policy to stop instead of going on (the charge for falling short lands on the turn that fell short, never on the
+    next step's). The names gate keeps fmt and parallel (0.4 of the weight, earned by any
     well-formed call) from paying a call of an unrelated tool. A parallel step split across turns never earns more
     than making it in one turn: its turns together earn its best (at most what one full turn scores), and a turn
     holding only some of its calls scores below a full one, so the turns after the first are often charged.
@@ -292,33 +302,37 @@ def step_rewards(
     Returns:
         `(list[float])` one step reward per tool turn, in order.
     """
-    gains, _ = gold_progress(turns, gt, weights, step_pass)
-    return [p if p > _NO_PROGRESS else float(extra_step_reward) for p in gains]
+    gains, _, short = gold_progress(turns, gt, weights, step_pass)
+    charge = float(extra_step_reward)
+    return [p + charge * s if p > _NO_PROGRESS else charge for p, s in zip(gains, short)]
 
 
 def gold_progress(
     turns: list[ParsedCalls], gt, weights: ExecutionWeights, step_pass: float = 0.5
-) -> tuple[list[float], list[float]]:
-    """The progress p_t of each tool turn and the final best_q of each gold unit, as :func:`step_rewards` defines
-    them (Σ_t p_t = Σ_q best_q). No gold calls: every p_t is 0 and there is no unit."""
+) -> tuple[list[float], list[float], list[bool]]:
+    """The progress p_t of each tool turn, the final best_q of each gold unit and short_t of each tool turn, as
+    :func:`step_rewards` defines them (Σ_t p_t = Σ_q best_q). No gold calls: every p_t is 0 and there is no unit."""
     attempted = [t for t in turns if t.open_tags or t.close_tags or t.errors or t.calls]
     gold = gt.gold_calls
     if not gold:
-        return [0.0] * len(attempted), []
+        return [0.0] * len(attempted), [], [False] * len(attempted)
     unmeasured = unmeasured_components(gt.gold_format, len(gold))
+    full = execution_reward(dict.fromkeys(("fmt", "name_f1", "key", "value", "parallel"), 1.0), weights, unmeasured)
     per_call = gt.gold_format != "nested" and len(gold) > 1
     units = [[c] for c in gold] if per_call else gt.gold_steps
     best = [0.0] * len(units)
     in_gold = Counter(_call_key(g) for g in gold)
     made: Counter = Counter()
-    gains = []
+    gains, short = [], []
     for turn in attempted:
         new = [c for c in turn.calls if _is_new(c, made, in_gold)]
         if per_call:
-            gains.append(_call_progress(turn, new, units, best, weights, unmeasured))
+            gain, advanced = _call_progress(turn, new, units, best, weights, unmeasured)
         else:
-            gains.append(_step_progress(turn, new, units, best, weights, unmeasured, step_pass))
-    return gains, best
+            gain, advanced = _step_progress(turn, new, units, best, weights, unmeasured, step_pass)
+        gains.append(gain)
+        short.append(any(best[q] < full - _NO_PROGRESS for q in advanced))
+    return gains, best, short
 
 
 # a gain at or below this is float noise, not progress
@@ -346,8 +360,9 @@ def _step_progress(
     weights: ExecutionWeights,
     unmeasured: frozenset,
     step_pass: float,
-) -> float:
-    """p_t for step units: the turn scored against each step up to the frontier that its new calls name."""
+) -> tuple[float, list[int]]:
+    """p_t for step units (and the unit it advanced): the turn scored against each step up to the frontier that its
+    new calls name."""
     names = {c.name for c in new}
     frontier = next((q for q, b in enumerate(best) if b < step_pass - _NO_PROGRESS), len(steps) - 1)
     gains = [
@@ -357,9 +372,9 @@ def _step_progress(
     ]
     gain, q = max(gains, key=lambda g: (g[0], -g[1]), default=(0.0, -1))  # the earliest step on ties
     if gain <= _NO_PROGRESS:
-        return 0.0
+        return 0.0, []
     best[q] += gain
-    return gain
+    return gain, [q]
 
 
 def _call_progress(
@@ -369,8 +384,9 @@ def _call_progress(
     best: list[float],
     weights: ExecutionWeights,
     unmeasured: frozenset,
-) -> float:
-    """p_t for call units: each new call matched to the unit it improves most, each unit improved once."""
+) -> tuple[float, list[int]]:
+    """p_t for call units (and the units it advanced): each new call matched to the unit it improves most, each unit
+    improved once."""
     fmt = format_score(turn)
     gains = []
     for i, call in enumerate(new):
@@ -390,7 +406,7 @@ def _call_progress(
         used_units.add(q)
         best[q] += gain
         total += gain
-    return total
+    return total, sorted(used_units)
 
 
 async def score_trajectory(

@@ -309,9 +309,10 @@ def test_hierr_scores_each_tool_turn_against_the_gold_step_it_answers():
 
     turns = [call("get_weather", "Paris"), call("book", "Lyon"), call("book", "Paris"), "Booked."]
     out = score_trajectory_sync(turns, ["{}", "{}", "{}"], GT2)
-    # step 1 right (1.0); step 2 right tool, wrong city: 0.10 fmt + 0.25 name + 0.15 key + 0 value + 0.30 parallel;
-    # the third call fixes step 2: it is paid the rest of that step's score (progress, not position)
-    assert json.loads(out["step_rewards"]) == pytest.approx([1.0, 0.8, 0.2])
+    # step 1 right (1.0); step 2 right tool, wrong city: 0.10 fmt + 0.25 name + 0.15 key + 0 value + 0.30 parallel
+    # = 0.8, charged -0.25 for leaving the step short of full marks; the third call fixes step 2: it is paid the rest
+    # of that step's score (progress, not position)
+    assert json.loads(out["step_rewards"]) == pytest.approx([1.0, 0.55, 0.2])
     flat = {**GT2, "gold_tool_calls": [c for s in GOLD2 for c in s], "gold_format": "flat"}
     broken = ["<tool_call>\nnot json\n</tool_call>", call("book", "Paris"), "Done."]
     # flat gold: a set of calls; a broken block makes no progress and is charged extra_step_reward
