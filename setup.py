@@ -42,7 +42,8 @@ setup(
         ],
         # GPU training: verl 0.9.1's `vllm` extra (torch 2.11.0 - the CUDA 13.0 build on PyPI -, vLLM 0.24.0) and its
         # `fsdp` extra except flash-attn. verl pins flash-attn==2.8.3, an sdist whose build imports torch, so it cannot
-        # resolve in the same pip run as torch: install it afterwards with --no-build-isolation (README, GPU install).
+        # resolve in the same pip run as torch: install it afterwards with --no-build-isolation
+        # (docs/gpu.md, "1. Install").
         "gpu": [
             "verl[vllm]==0.9.1",
             "cupy-cuda13x==14.0.1",

@@ -17,7 +17,7 @@
 # The layout: the run's own (trainer.nnodes / n_gpus_per_node of its saved config), else the recipe's (4 x 8);
 # NNODES / N_GPUS_PER_NODE override it. Several nodes: run it where the training ran, with RAY_ADDRESS=auto; one
 # node: NNODES=1 (N_GPUS_PER_NODE=8). A checkpoint of run_qwen7b_slca_1node.sh: EVAL_RECIPE=run_qwen7b_slca_1node.sh
-# (its GPU split and servers). docs/eval.md, "On GPUs".
+# (its GPU split and servers). docs/gpu.md, "6. Evaluation".
 set -xeuo pipefail
 RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "${RECIPES_DIR}")

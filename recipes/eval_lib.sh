@@ -129,3 +129,22 @@ serve_policy() {
   echo "policy server: healthy after $((SECONDS - started)) s" >&2
   [[ "${xtrace}" != *x* ]] || set -x
 }
+
+# require_served_model BASE_URL MODEL [KEY_FILE]: stop (exit 2) unless the OpenAI-compatible server at BASE_URL lists
+# MODEL under /models (sent the key of KEY_FILE, read by python so it never reaches xtrace or ps)
+require_served_model() {
+  python3 - "$1" "$2" "${3:-}" <<'PY' || exit 2
+import json, sys, urllib.request
+url, model, key_file = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
+req = urllib.request.Request(url + "/models")
+if key_file:
+    req.add_header("Authorization", "Bearer " + open(key_file).read().strip())
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        served = [m.get("id") for m in json.load(r).get("data", [])]
+except Exception as e:
+    sys.exit(f"{url}: cannot list its models ({type(e).__name__}: {e}); is the server up, and is the key its own?")
+if model not in served:
+    sys.exit(f"{url} does not serve {model!r} (it serves {served}): set the model name it serves")
+PY
+}

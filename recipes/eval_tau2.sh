@@ -22,6 +22,8 @@ USER_API_KEY_FILE=${USER_API_KEY_FILE:-$([[ -f "${SERVICES_DIR}/api_key" ]] && e
 DOMAINS=${DOMAINS:-airline,retail,telecom}
 NUM_TRIALS=${NUM_TRIALS:-4}
 TAU2_BIN=${TAU2_BIN:-$(command -v tau2 || true)}
+# the user simulator must be up and serve USER_MODEL before a policy server is started for nothing
+require_served_model "${USER_BASE_URL}" "${USER_MODEL}" "${USER_API_KEY_FILE}"
 mkdir -p "${OUT_DIR}"
 # tau2's agent sends tools with tool_choice "auto": vLLM answers that only with a tool-call parser of the
 # checkpoint's chat format (hermes: Qwen2.5 / Qwen3 and the tiny CPU model)

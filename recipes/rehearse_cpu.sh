@@ -117,7 +117,7 @@ stage serve_judge env JUDGE_MODEL_PATH="${SERVE_MODEL}" JUDGE_MODEL=judge-tiny G
 RAY_ENV=(env -u DEVICE -u VERL_PLATFORM -u WANDB_MODE -u WANDB_DIR -u HF_HUB_OFFLINE -u DATA_DIR -u SERVICES_DIR
          -u VERL_FILE_LOGGER_PATH)
 # Ray 2.60 authenticates with a token once one exists (~/.ray/auth_token: any local ray.init() writes one): every node
-# and the driver use the same token (README, "Several nodes"); here a fresh one in the work dir
+# and the driver use the same token (docs/gpu.md, "5. RL on several nodes"); here a fresh one in the work dir
 python3 -c 'import secrets; print(secrets.token_hex(32))' > "${WORK}/ray_auth_token"
 export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="${WORK}/ray_auth_token"
 stage ray_start bash -c "

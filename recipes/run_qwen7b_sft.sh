@@ -45,7 +45,7 @@ case "${ATTN}" in
 esac
 case "${DEVICE}" in
   # fp32 master weights and AdamW state (verl's default), bf16 compute (verl's mixed_precision default): with
-  # model_dtype=bf16 the weights themselves are bf16 and most lr-5e-6 updates round away (docs/gpu.md, "Precision")
+  # model_dtype=bf16 the weights themselves are bf16 and most lr-5e-6 updates round away (docs/gpu.md, "3. SFT")
   cuda) MODEL_DTYPE=${MODEL_DTYPE:-fp32}; GRADIENT_CHECKPOINTING=${GRADIENT_CHECKPOINTING:-true}; DEVICE_ARGS=() ;;
   cpu)  export VERL_PLATFORM=cpu                 # verl's platform switch; slca_verl registers the "cpu" platform
         [[ "${ATTN}" == sdpa ]] || { echo "DEVICE=cpu needs ATTN=sdpa (no flash-attn on a CPU)" >&2; exit 2; }

@@ -101,7 +101,7 @@ RAY_ADDRESS=${RAY_ADDRESS:-}
 FORWARD_ENV=${FORWARD_ENV:-VERL_FILE_LOGGER_PATH VERL_PLATFORM VERL_LOGGING_LEVEL WANDB_MODE WANDB_PROJECT WANDB_ENTITY WANDB_DIR WANDB_BASE_URL HF_HOME HF_HUB_OFFLINE HF_ENDPOINT TOKENIZERS_PARALLELISM}
 if [[ "${NNODES}" -gt 1 && -z "${RAY_ADDRESS}" ]]; then
   echo "NNODES=${NNODES} needs a Ray cluster of ${NNODES} nodes: \`ray start --head\` on this node, \`ray start" \
-       "--address <this node>:6379\` on the others, then RAY_ADDRESS=auto bash $0 (README, \"Several nodes\")" >&2
+       "--address <this node>:6379\` on the others, then RAY_ADDRESS=auto bash $0 (docs/gpu.md, \"5. RL on several nodes\")" >&2
   [[ "${DRY_RUN:-0}" != 0 ]] || exit 2              # a dry run composes the config anyway
 fi
 
@@ -128,7 +128,7 @@ ENABLE_CHUNKED_PREFILL=${ENABLE_CHUNKED_PREFILL:-true}
 ENFORCE_EAGER=${ENFORCE_EAGER:-true}             # no CUDA graphs (verl: false): slower decoding, no graph memory held
 FREE_CACHE_ENGINE=${FREE_CACHE_ENGINE:-true}     # release the KV cache between rollout and update
 DEVICE=${DEVICE:-cuda}                           # (the device block below)
-# flash_attention_2: needs flash-attn 2.8.3 (README, GPU install) and packs rows without padding.
+# flash_attention_2: needs flash-attn 2.8.3 (docs/gpu.md, "1. Install") and packs rows without padding.
 # sdpa: PyTorch's attention for actor and reference, no flash-attn needed; rows stay padded to prompt + response
 # (32,768 tokens), so remove-padding is off and the log-prob micro-batch drops to 2 (a 32k-token row's logits are
 # ~10 GB in bf16). Slower per step; the rollout (vLLM) is unchanged.

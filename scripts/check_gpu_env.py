@@ -59,13 +59,13 @@ FLASH_ATTN_FIX = (
     "MAX_JOBS=8 FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS={arch} pip install --no-build-isolation "
     "flash-attn=={v} (the build takes tens of minutes). Or skip it: ATTN=sdpa bash recipes/<recipe>.sh"
 )
-GPU_EXTRA_FIX = 'pip install -e ".[gpu]" in a fresh venv (README, "GPU install")'
+GPU_EXTRA_FIX = 'pip install -e ".[gpu]" in a fresh venv (docs/gpu.md, "1. Install")'
 RECIPE_LOGGER = '["console","wandb","file"]'  # run_qwen7b_slca.sh's LOGGER; run_smoke_1gpu.sh: ["console"]
 SFT_LOGGER = '["console","wandb"]'  # run_qwen7b_sft.sh's LOGGER
 SFT_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # run_qwen7b_sft.sh's BASE_MODEL
 SFT_DATA_FIX = (
     "python -m data_prep.sft --input toucan_toolcall_sft_split_42k.parquet --format sharegpt "
-    '--output_dir data/sft (README, "Data"), or set TRAIN_FILES'
+    '--output_dir data/sft (docs/gpu.md, "2. Data"), or set TRAIN_FILES'
 )
 SMOKE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # run_smoke_1gpu.sh
 SMOKE_DATA_FIX = (
@@ -537,7 +537,7 @@ def check_cluster(address: str, wanted_gpus: int, paths: dict[str, list[str]], l
                 False,
                 f"cannot join it ({type(e).__name__}: {e})",
                 "`ray start --head` on the head node and `ray start --address <head>:6379` on every other node "
-                '(README, "Several nodes"), then RAY_ADDRESS=auto',
+                '(docs/gpu.md, "5. RL on several nodes"), then RAY_ADDRESS=auto',
             )
         ]
     try:

@@ -452,3 +452,32 @@ def test_the_preflight_runs_the_recipes_plan_check_with_the_recipes_own_settings
     monkeypatch.setenv("OPTIMIZER_OFFLOAD", "true")  # the fix it names, through the recipe's own variable
     plan = next(c for c in check_gpu_env.run_checks(args) if c.name.startswith("plan"))
     assert plan.ok is True and "1 x 4 GPUs of 79.6 GiB" in plan.detail
+
+
+def test_the_tau2_eval_stops_before_serving_a_policy_when_its_user_model_is_not_served(
+    models_server, tmp_path, key_file
+):
+    """recipes/eval_tau2.sh's user simulator: a USER_MODEL the server does not list, or a key it refuses, stops the
+    command at once (exit 2, naming what it serves), before a policy server is started for nothing."""
+    wrong_key = tmp_path / "other_key"
+    wrong_key.write_text("sk-other\n")
+    for model, key, said in (
+        ("user-sim", key_file, "does not serve 'user-sim' (it serves ['m'])"),
+        ("m", str(wrong_key), "cannot list its models (HTTPError: HTTP Error 401"),
+    ):
+        out = tmp_path / model
+        proc = subproc.run(
+            ["bash", os.path.join(REPO, "recipes", "eval_tau2.sh"), str(tmp_path / "ckpt" / "global_step_1")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={
+                **os.environ,
+                "USER_BASE_URL": models_server,
+                "USER_MODEL": model,
+                "USER_API_KEY_FILE": key,
+                "OUT_DIR": str(out),
+            },
+        )
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-1500:]
+        assert not (out / "policy_server.log").exists() and "sk-other" not in proc.stderr + proc.stdout

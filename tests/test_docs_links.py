@@ -135,3 +135,32 @@ def test_a_broken_link_is_found(tmp_path):
     )
     found = [(t, why.split(" ")[0]) for _, t, why in broken_links(page)]
     assert found == [("missing.md", "no"), ("other.md#nope", "no")]
+
+
+# a pointer from code to a section of a page: (docs/gpu.md, "5. RL on several nodes"), shell-escaped quotes included
+POINTER = re.compile(r"(docs/[\w/]+\.md|README(?:\.md)?), \\?\"([^\"\\]+)\\?\"")
+CODE = sorted(
+    p
+    for pattern in ("recipes/*.sh", "recipes/*.py", "scripts/*.sh", "scripts/*.py", "slca_verl/**/*.py", "setup.py")
+    for p in ROOT.glob(pattern)
+)
+
+
+def sections(page: Path) -> list[str]:
+    """The headings of a page and the labels of its bold-led paragraphs (``**Judge throughput.** ...``)."""
+    text = page.read_text()
+    heads = [HEADING.match(line).group(2) for line in text.splitlines() if HEADING.match(line)]
+    return heads + re.findall(r"^\*\*([^*]+?)\.?\*\*", text, re.M)
+
+
+def test_every_pointer_from_code_to_a_section_of_a_page_names_a_section_it_has():
+    """Start-up errors and recipe comments say where to read on ("docs/gpu.md, "5. RL on several nodes""); they used
+    to point at README sections that no longer exist ("Several nodes", "GPU install")."""
+    dead = []
+    for path in CODE:
+        for page, title in POINTER.findall(path.read_text()):
+            target = ROOT / ("README.md" if page.startswith("README") else page)
+            found = target.is_file() and any(s.startswith(title) for s in sections(target))
+            if not found:
+                dead.append(f"{path.relative_to(ROOT)}: {page}, {title!r}")
+    assert not dead, dead

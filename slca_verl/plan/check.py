@@ -218,7 +218,8 @@ def check_services(plan: Plan, loads: Sequence[ServiceLoad]) -> None:
                 Finding(
                     "services",
                     f"the {s.name} at {', '.join(s.urls)} is sent no API key (recipes/serve_*.sh servers demand one)",
-                    "API_KEY_FILE=<the servers' key file> (one key for every server: docs/gpu.md, 'API keys')",
+                    "API_KEY_FILE=<the servers' key file>, one file for every server (docs/gpu.md, \"4. The simulator "
+                    'and the judge")',
                     stop=False,
                 )
             )

@@ -860,7 +860,7 @@ def recipe_run(name: str, out_dir: str, **env) -> subprocess.CompletedProcess:
 
 
 def test_attn_sdpa_runs_actor_and_reference_without_flash_attn_and_composes(tmp_path):
-    """ATTN=sdpa: the alternative to building flash-attn 2.8.3 (README, GPU install)."""
+    """ATTN=sdpa: the alternative to building flash-attn 2.8.3 (docs/gpu.md, "1. Install")."""
     key = "+actor_rollout_ref.model.override_config.attn_implementation"
     default = as_dict(recipe_args("run_qwen7b_slca.sh", str(tmp_path / "fa")))
     assert key not in default and default["actor_rollout_ref.model.use_remove_padding"] == "true"
