@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = plan_parser()
     parser.add_argument("overrides", nargs="*", help="hydra overrides, after --")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", force=True)  # verl set one up on import
     try:
         cfg, summary = (
             (compose(args.config_name, args.overrides), {})

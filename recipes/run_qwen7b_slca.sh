@@ -52,6 +52,11 @@ JUDGE_MODEL=${JUDGE_MODEL:-gpt-oss-120b}
 JUDGE_TIMEOUT_S=${JUDGE_TIMEOUT_S:-540}          # per request, as the authors: a busy judge queues for minutes
 JUDGE_MAX_RETRIES=${JUDGE_MAX_RETRIES:-3}
 JUDGE_MAX_TOKENS=${JUDGE_MAX_TOKENS:-8192}       # gpt-oss reasons before it rates; its reasoning counts here
+# A server whose every call has failed for this long is down, not busy: the run stops naming it (ServiceDown) instead
+# of training on r_sum = 0 or on error responses. A shorter outage costs only the calls it failed, each counted
+# (reward_extra/judge_failed, reward_extra/agent_simulator_errors) and logged. 0: never stop.
+JUDGE_MAX_OUTAGE_S=${JUDGE_MAX_OUTAGE_S:-600}
+SGLS_MAX_OUTAGE_S=${SGLS_MAX_OUTAGE_S:-600}
 # the key recipes/serve_*.sh demand (generated there, mode 0600): SGLS and the judge read the FILE (its path is all
 # that reaches the configs and logs); sent when the file exists. Must be readable on every node. none: send no key.
 API_KEY_FILE=${API_KEY_FILE:-${SERVICES_DIR}/api_key}
@@ -229,6 +234,7 @@ python3 "${RECIPES_DIR}/make_run_config.py" --out "${AGENT_LOOP_CONFIG}" --sourc
   --sgls-backend "${SGLS_BACKEND}" --sgls-urls "${SGLS_URLS}" --sgls-model "${SGLS_MODEL}" \
   --sgls-temperature "${SGLS_TEMPERATURE}" ${SGLS_KEY_ARGS[@]+"${SGLS_KEY_ARGS[@]}"} \
   --sgls-set timeout_s="${SGLS_TIMEOUT_S}" --sgls-set max_retries="${SGLS_MAX_RETRIES}" \
+  --sgls-set max_outage_s="$([[ "${SGLS_MAX_OUTAGE_S}" == 0 ]] && echo null || echo "${SGLS_MAX_OUTAGE_S}")" \
   --set max_assistant_turns="${MAX_ASSISTANT_TURNS}" \
   --set max_user_turns="${MAX_USER_TURNS}" --set max_parallel_calls="${MAX_PARALLEL_CALLS}" \
   --set max_tool_response_length="${MAX_TOOL_RESPONSE_CHARS}" >&2
@@ -242,6 +248,8 @@ if [[ "${JUDGE}" == llm ]]; then
                +reward.custom_reward_function.reward_kwargs.judge_timeout_s="${JUDGE_TIMEOUT_S}"
                +reward.custom_reward_function.reward_kwargs.judge_max_retries="${JUDGE_MAX_RETRIES}"
                +reward.custom_reward_function.reward_kwargs.judge_max_tokens="${JUDGE_MAX_TOKENS}")
+  [[ "${JUDGE_MAX_OUTAGE_S}" == 0 ]] ||
+    JUDGE_ARGS+=(+reward.custom_reward_function.reward_kwargs.judge_max_outage_s="${JUDGE_MAX_OUTAGE_S}")
   [[ "${HAVE_KEY}" == 1 ]] && JUDGE_ARGS+=(+reward.custom_reward_function.reward_kwargs.judge_api_key_file="${API_KEY_FILE}")
 fi
 

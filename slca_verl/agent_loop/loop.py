@@ -54,6 +54,7 @@ from slca_verl.agent_loop.tools import (
 )
 from slca_verl.reward_layout import credit_layout
 from slca_verl.segments import SUMMARY, TOOL
+from slca_verl.sgls.client import ServiceDown
 from slca_verl.toolcall.formats import get_format
 from slca_verl.toolcall.rows import plain
 from slca_verl.toolcall.text import truncate
@@ -276,6 +277,8 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         traj.counts["tool_calls"] += 1
         try:
             return await self._answer_call(tool_call, traj)
+        except ServiceDown:  # the simulator is gone (every call failing for max_outage_s): stop, naming it
+            raise
         except Exception as e:
             logger.exception("%s: answering a call of %r raised", AGENT_NAME, getattr(tool_call, "name", None))
             traj.counts["internal_errors"] += 1

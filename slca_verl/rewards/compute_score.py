@@ -20,6 +20,8 @@ Keyword arguments (all optional):
     so the key stays out of the logged config), judge_timeout_s (30), judge_max_retries (3),
     judge_max_concurrency (64), judge_max_tokens (512), judge_deadline_s (None), judge_structured_output (False),
     judge_parse_retries (0): the LLM judge and its shared ``slca_verl.sgls.client.ChatClient``.
+    judge_max_outage_s (None): once every judgement has failed for this long, the judge raises
+        :class:`~slca_verl.sgls.client.ServiceDown` and the run stops naming it, instead of training on r_sum = 0.
     judge_noise_sigma (0), judge_noise_seed (0): wrap the judge in a :class:`~slca_verl.rewards.judge.NoisyJudge`
         (ratings perturbed by ε ~ N(0, σ²) in r_sum units; reported as ``judge_noise`` / ``r_sum_clean``).
     w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments, judge_direct_replies,
@@ -78,6 +80,7 @@ def get_judge(kwargs: dict) -> Judge | None:
             bool(kwargs.get("judge_structured_output", False)),
             int(kwargs.get("judge_parse_retries", 0)),
             kwargs.get("judge_api_key_file"),
+            _outage(kwargs.get("judge_max_outage_s")),
         )
     else:
         raise ValueError(f"HierR judge must be 'llm', 'offline_proxy' or 'none', got {kind!r}")
@@ -87,6 +90,16 @@ def get_judge(kwargs: dict) -> Judge | None:
         if judge is None:
             judge = _JUDGES[key] = _build(key)
     return judge
+
+
+def _outage(value) -> float | None:
+    """``judge_max_outage_s``: seconds of nothing but failed judgements after which the judge raises ServiceDown and
+    the run stops naming it (None: never); a bad value fails at start-up naming the key."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"HierR: reward_kwargs.judge_max_outage_s={value!r} must be a number of seconds > 0 (or null)")
+    return float(value)
 
 
 def _noise_setting(kwargs: dict) -> tuple:
@@ -122,6 +135,7 @@ def _build(key: tuple) -> Judge:
         structured,
         parse_retries,
         key_file,
+        max_outage_s,
     ) = key
     client = ChatClient(
         list(urls),
@@ -131,6 +145,7 @@ def _build(key: tuple) -> Judge:
         timeout_s=timeout_s,
         max_retries=retries,
         max_concurrency=concurrency,
+        max_outage_s=max_outage_s,
     )
     return LLMJudge(
         client, max_tokens=max_tokens, timeout_s=deadline, parse_retries=parse_retries, structured_output=structured

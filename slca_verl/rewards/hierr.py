@@ -75,6 +75,7 @@ from slca_verl.rewards.parsing import (
     split_decoded_response,
     strip_think,
 )
+from slca_verl.sgls.client import ServiceDown
 from slca_verl.toolcall.formats import COERCED_ARGUMENTS, get_format
 from slca_verl.toolcall.hermes import merge_turns, parse_tool_calls
 
@@ -453,6 +454,8 @@ async def score_trajectory(
             call_format or cfg.tool_call_format,
             parsed_turns,
         )
+    except ServiceDown:  # the judge is gone (not this rollout's fault): the run stops naming it
+        raise
     except Exception as e:  # last line of defence: a reward must never raise inside a training step
         logger.exception("HierR could not score a rollout")
         return empty_result(f"internal error: {type(e).__name__}: {str(e)[:200]}")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from slca_verl.rewards.parsing import strip_think
+from slca_verl.sgls.client import ServiceDown
 from slca_verl.sgls.prompt import fence_tag, fenced
 from slca_verl.toolcall.text import truncate
 
@@ -315,6 +316,8 @@ class LLMJudge:
             tool_responses = list(tool_responses) if isinstance(tool_responses, (list, tuple)) else [tool_responses]
             coro = self._rate(build_messages(question, tool_responses, reply, self.max_chars, self._fence_key))
             verdict = await (asyncio.wait_for(coro, self.timeout_s) if self.timeout_s else coro)
+        except ServiceDown:  # the judge is gone, not one judgement: stop the run rather than score r_sum = 0
+            raise
         except asyncio.TimeoutError:
             verdict = Verdict(0, True, f"judge deadline of {self.timeout_s:g} s passed")
             self._counters.add("failed/deadline")

@@ -11,7 +11,11 @@ What it does for every request:
 - bounds concurrency (``max_concurrency`` in flight per event loop) and pools connections;
 - retries timeouts, connection errors, 5xx, 429 and malformed bodies ``max_retries`` times with exponential
   backoff and jitter (``Retry-After`` is honoured for 429, capped by ``timeout_s``); 4xx is not retried;
-- raises :class:`ChatClientError` with a ``kind`` once retries are spent, never a raw aiohttp exception.
+- raises :class:`ChatClientError` with a ``kind`` once retries are spent, never a raw aiohttp exception;
+- with ``max_outage_s``, raises :class:`ServiceDown` instead once every call for that long has failed (no success
+  since the first of them): a dead server stops the run naming itself, where a short outage only costs the calls it
+  failed (each counted and logged). Callers that turn a failed call into a score or an error message let
+  :class:`ServiceDown` through.
 
 The aiohttp session and semaphore are created lazily inside the running event loop, one pair per loop: verl's
 agent loops run in their own loops and threads, and a session bound to another loop breaks.
@@ -58,6 +62,21 @@ class ChatClientError(Exception):
         self.message = message
         self.status = status
         self.retry_after: float | None = None  # seconds, from a 429's Retry-After header
+
+
+class ServiceDown(RuntimeError):
+    """Every call to a server has failed for longer than the client's ``max_outage_s``: not one bad request but a
+    service that is gone. Meant to stop a training run (naming the server and the last error) rather than let it
+    train on the zero rewards or error responses the failures become."""
+
+    def __init__(self, base_urls: list[str], outage_s: float, failures: int, last: ChatClientError):
+        super().__init__(
+            f"{', '.join(base_urls)}: every call has failed for {outage_s:.0f} s ({failures} calls, last: {last}); "
+            "the service is down. Bring it back and resume the run (verl resumes from its last checkpoint)"
+        )
+        self.base_urls = base_urls
+        self.outage_s = outage_s
+        self.last = last
 
 
 @dataclass
@@ -135,6 +154,8 @@ class ChatClient:
         backoff_s: base of the exponential backoff, ``backoff_s * 2**k`` times a jitter in [0.5, 1].
         max_concurrency: requests in flight per event loop; also the connection-pool size.
         unhealthy_cooldown_s: how long a failing replica is avoided while others are healthy.
+        max_outage_s: when every call has failed for this long (no success since the first failure of the run of
+            failures), raise :class:`ServiceDown` instead of :class:`ChatClientError`; None: never.
     """
 
     def __init__(
@@ -149,6 +170,7 @@ class ChatClient:
         backoff_s: float = 0.5,
         max_concurrency: int = 64,
         unhealthy_cooldown_s: float = 10.0,
+        max_outage_s: float | None = None,
     ):
         urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
         if not urls:
@@ -160,6 +182,11 @@ class ChatClient:
         self.backoff_s = float(backoff_s)
         self.max_concurrency = int(max_concurrency)
         self.unhealthy_cooldown_s = float(unhealthy_cooldown_s)
+        if max_outage_s is not None and not float(max_outage_s) > 0:
+            raise ValueError(f"ChatClient max_outage_s={max_outage_s!r}: a number of seconds > 0, or None")
+        self.max_outage_s = None if max_outage_s is None else float(max_outage_s)
+        self._failing_since: float | None = None  # monotonic time of the first failure since the last success
+        self._failing_calls = 0
         self._headers = {"Content-Type": "application/json"}
         if not api_key and api_key_file:
             api_key = read_api_key(api_key_file)
@@ -252,6 +279,7 @@ class ChatClient:
                 with self._lock:
                     self._counters["successes"] += 1
                     self._latencies.append(latency)
+                    self._failing_since, self._failing_calls = None, 0
                 return ChatCompletion(content, finish, self._replicas[idx].base_url, attempt + 1, latency, usage)
 
         assert last is not None
@@ -264,10 +292,19 @@ class ChatClient:
                     f"all {len(self._replicas)} replicas are failing; last error: {last.message}",
                     last.status,
                 )
+        now = time.monotonic()
         with self._lock:
             self._counters["failures"] += 1
             self._final_errors[final.kind] += 1
+            if self._failing_since is None:
+                self._failing_since = start
+            self._failing_calls += 1
+            outage, failing = now - self._failing_since, self._failing_calls
         logger.warning("chat request failed after %d attempt(s): %s", attempt + 1, final)
+        if self.max_outage_s is not None and outage >= self.max_outage_s:
+            down = ServiceDown(self.base_urls, outage, failing, final)
+            logger.error("%s", down)
+            raise down
         raise final
 
     def metrics(self) -> dict:

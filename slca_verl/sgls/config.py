@@ -46,6 +46,7 @@ class SGLSConfig:
     backoff_s: float = 0.5
     max_concurrency: int = 64
     unhealthy_cooldown_s: float = 10.0
+    max_outage_s: float | None = None  # every call failing this long: ServiceDown stops the run (None: never)
     structured_output: str = "auto"  # auto: json_schema with a response schema, else json_object
     reply_attempts: int = 2  # LLM calls per tool call when the reply is not usable JSON / violates the schema
     context_turns: int = 4  # earlier calls of the same trajectory shown in the prompt

@@ -49,6 +49,7 @@ class OpenAIBackend:
             backoff_s=config.backoff_s,
             max_concurrency=config.max_concurrency,
             unhealthy_cooldown_s=config.unhealthy_cooldown_s,
+            max_outage_s=config.max_outage_s,
         )
         self._unconstrained: set[str] = set()  # tools whose response_format the server refused (4xx)
         self.stats = {

@@ -36,7 +36,7 @@ from typing import Any
 from ..toolcall.text import truncate
 from .backend import SimulatorFailure
 from .cache import ResponseCache, cache_key
-from .client import latency_summary
+from .client import ServiceDown, latency_summary
 from .config import SGLSConfig
 from .faults import FaultInjector
 from .offline import OfflineBackend
@@ -228,6 +228,9 @@ class Simulator:
                 body = simulator_error_body(e.kind, e.message)
                 meta = {"status_code": body["error"]["code"], "error_kind": e.kind, "attempts": e.attempts}
                 return ("simulator_error", json.dumps(body, ensure_ascii=False, sort_keys=True), meta), False
+            except ServiceDown:  # the simulator is gone, not one call: stop the run, naming it
+                self._count("backend_failures")
+                raise
             except Exception as e:  # a backend bug must cost one call, not the rollout batch
                 self._count("backend_failures")
                 logger.exception("sgls: backend raised for %s", name)

@@ -290,3 +290,14 @@ def test_every_paper_setup_judge_command_in_the_docs_serves_the_replicas_a_step_
     assert counts == {3}, counts
     urls = ",".join(f"http://j:{8016 + i}/v1" for i in range(3))
     assert judge_findings(plan_of("run_qwen7b_slca.sh", tmp_path, JUDGE_URLS=urls)) == []
+
+
+def test_the_recipes_outage_limits_reach_the_simulator_and_the_judge_and_0_switches_them_off(tmp_path):
+    def settings(out, **env):
+        overrides, _ = recipe("run_qwen7b_slca.sh", tmp_path / out, **env)
+        cfg = compose_check.compose(compose_check.PPO, overrides)
+        judge = cfg.reward.custom_reward_function.reward_kwargs.get("judge_max_outage_s")
+        return compose_check._agent_loop_entry(cfg)["sgls"]["max_outage_s"], judge
+
+    assert settings("default") == (600, 600)
+    assert settings("off", SGLS_MAX_OUTAGE_S="0", JUDGE_MAX_OUTAGE_S="0") == (None, None)
