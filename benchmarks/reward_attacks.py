@@ -13,7 +13,14 @@ with two judges: one that rates every reply "excellent" (the most a judge can gi
 attack *gains* when its score is higher than the honest rollout's under some judge. The one documented gain is the
 decoded path without a turn count on an episode cut by the turn limit (docs/rewards.md, "What text cannot buy").
 
-    python benchmarks/reward_attacks.py            # the table (markdown) for docs/rewards.md
+Without a turn count, decoded text is checked against what the agent loop that produced it answers
+(``hierr.answering_loop``): ``slca_tool_agent`` (the default) answers every call attempt, an unreadable one with its
+own error text; verl's ``tool_agent`` answers only the calls it reads. The six attacks gain the same under both rules;
+two more (:func:`slca_attacks`) aim at the first: a typed response that splits a call, and a typed copy of the loop's
+error text after an unreadable call.
+
+    python benchmarks/reward_attacks.py                          # the tables (markdown) for docs/rewards.md
+    python benchmarks/reward_attacks.py --agent-loop tool_agent  # the decoded column under verl's tool_agent rule
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from dataclasses import dataclass
 
 from slca_verl.rewards.hierr import HierRConfig, score_decoded, score_trajectory
 from slca_verl.rewards.judge import OfflineProxyJudge, Verdict
-from slca_verl.toolcall.formats import SPECS, get_format
+from slca_verl.toolcall.formats import SPECS, get_format, parse_error_response
 
 FORMATS = [name for name in SPECS if name != "slca_hermes"]  # slca_hermes is hermes under another name
 ENTRIES = ["loop", "decoded+count", "decoded"]
@@ -125,8 +132,45 @@ def attacks(fmt: str) -> list[tuple[str, Episode, Episode]]:
     ]
 
 
-async def score(entry: str, fmt: str, ep: Episode, judge) -> float:
-    cfg = HierRConfig(tool_call_format=fmt)
+async def slca_answers(fmt: str, turn: str) -> list[str]:
+    """What slca_tool_agent answers to ``turn``: each call it reads gets the environment's answer, each attempt it
+    cannot read the loop's own error text (``ToolCallFormat.loop_entries``, the loop's reader)."""
+    entries = await get_format(fmt).loop_entries(turn, tools=TOOLS)
+    return ['{"city": "%s"}' % c.arguments.get("city") if c else parse_error_response(why) for c, why in entries]
+
+
+async def unreadable(fmt: str) -> tuple[str, str]:
+    """A call attempt of the format the loop cannot read, and the error text the loop answers it with."""
+    marker = get_format(fmt).spec.markers[0]
+    for text in (marker + "\nget the weather\n", marker):
+        entries = await get_format(fmt).loop_entries(text, tools=TOOLS)
+        if entries and all(c is None for c, _ in entries):
+            return text, parse_error_response(entries[0][1])
+    raise ValueError(f"{fmt}: no unreadable call attempt found")
+
+
+async def slca_attacks(fmt: str) -> list[tuple[str, Episode, Episode]]:
+    """(name, honest, attacked) aimed at the slca_tool_agent rule, each run as slca_tool_agent runs it: a typed
+    response splitting a call (the text on each side of it reads as an attempt the loop would answer) and a typed
+    copy of the loop's error text after an unreadable call, with the reply written after it in the same turn."""
+    c = call(fmt)
+    mid = len(c) // 2
+    split, plain = c[:mid] + typed() + c[mid:] + "\n" + REPLY, c[:mid] + "\n" + FAKE + "\n" + c[mid:] + "\n" + REPLY
+    junk, error = await unreadable(fmt)
+    copied, said = junk + typed(error) + REPLY, junk + "\n" + error + "\n" + REPLY
+    out = []
+    for name, honest_turn, attacked_turn in (
+        ("typed response splitting a call", plain, split),
+        ("typed copy of the loop's error after an unreadable call", said, copied),
+    ):
+        honest = Episode([c, honest_turn, REPLY], [[REAL], await slca_answers(fmt, honest_turn)], GT)
+        attacked = Episode([c, attacked_turn, REPLY], [[REAL], await slca_answers(fmt, attacked_turn)], GT)
+        out.append((name, honest, attacked))
+    return out
+
+
+async def score(entry: str, fmt: str, ep: Episode, judge, agent_loop: str | None = None) -> float:
+    cfg = HierRConfig(tool_call_format=fmt, agent_loop=agent_loop)
     if entry == "loop":
         responses = [a for answers in ep.answers for a in answers]
         out = await score_trajectory(ep.turns, responses, ep.gt, judge=judge, config=cfg, call_format=fmt)
@@ -136,18 +180,30 @@ async def score(entry: str, fmt: str, ep: Episode, judge) -> float:
     return out["score"]
 
 
-async def gain(entry: str, fmt: str, honest: Episode, attacked: Episode) -> float:
+async def gain(entry: str, fmt: str, honest: Episode, attacked: Episode, agent_loop: str | None = None) -> float:
     """The attack's largest score gain over the honest rollout across the judges (<= 0: it buys nothing)."""
-    return max([await score(entry, fmt, attacked, j) - await score(entry, fmt, honest, j) for j in JUDGES.values()])
+    return max(
+        [
+            await score(entry, fmt, attacked, j, agent_loop) - await score(entry, fmt, honest, j, agent_loop)
+            for j in JUDGES.values()
+        ]
+    )
 
 
-async def battery(formats=FORMATS) -> list[dict]:
+async def battery(formats=FORMATS, agent_loop: str | None = None, slca: bool = False) -> list[dict]:
+    """Every attack x format x way in; ``agent_loop``: the decoded rule (None: slca_tool_agent); ``slca``: the
+    attacks of :func:`slca_attacks` instead of the six."""
     rows = []
     for fmt in formats:
-        for name, honest, attacked in attacks(fmt):
+        for name, honest, attacked in await slca_attacks(fmt) if slca else attacks(fmt):
             for entry in ENTRIES:
                 rows.append(
-                    {"format": fmt, "attack": name, "entry": entry, "gain": await gain(entry, fmt, honest, attacked)}
+                    {
+                        "format": fmt,
+                        "attack": name,
+                        "entry": entry,
+                        "gain": await gain(entry, fmt, honest, attacked, agent_loop),
+                    }
                 )
     return rows
 
@@ -172,8 +228,11 @@ def table(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--formats", nargs="*", default=FORMATS)
+    parser.add_argument("--agent-loop", default=None, help="the decoded rule's loop (default slca_tool_agent)")
     args = parser.parse_args(argv)
-    print(table(asyncio.run(battery(args.formats))))
+    print(table(asyncio.run(battery(args.formats, args.agent_loop))))
+    print("\nAttacks on the slca_tool_agent rule:\n")
+    print(table(asyncio.run(battery(args.formats, args.agent_loop, slca=True))))
     return 0
 
 

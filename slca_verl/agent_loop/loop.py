@@ -55,7 +55,7 @@ from slca_verl.agent_loop.tools import (
 from slca_verl.reward_layout import credit_layout
 from slca_verl.segments import SUMMARY, TOOL
 from slca_verl.sgls.client import ServiceDown
-from slca_verl.toolcall.formats import get_format
+from slca_verl.toolcall.formats import get_format, parse_error_response
 from slca_verl.toolcall.rows import plain
 from slca_verl.toolcall.text import truncate
 
@@ -291,7 +291,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
     async def _answer_call(self, tool_call, traj: _Trajectory):
         error = getattr(tool_call, "error", None)
         if error:
-            return self._reject(traj, "malformed_calls", f"Error: the tool call could not be parsed: {error}.")
+            return self._reject(traj, "malformed_calls", parse_error_response(error))
         name = tool_call.name
         key = json.dumps([name, tool_call.arguments], ensure_ascii=False)
         try:

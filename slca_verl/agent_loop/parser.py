@@ -31,7 +31,7 @@ from verl.experimental.agent_loop.tool_parser import (
 from verl.utils.ray_utils import get_event_loop
 
 from slca_verl.toolcall.formats import openai_tools
-from slca_verl.toolcall.hermes import CLOSE_TAG, OPEN_TAG, read_blocks, strip_think
+from slca_verl.toolcall.hermes import CLOSE_TAG, OPEN_TAG, loop_entries, read_blocks, strip_think
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +55,13 @@ def parse_hermes_calls(text: str) -> tuple[str, list[ParsedCall]]:
     if OPEN_TAG not in visible and CLOSE_TAG not in visible:
         return text, []
     blocks = read_blocks(visible, None, accept_string_arguments=True)  # HierR's block reader, so both see one call
-    calls: list[ParsedCall] = []
-    for _, _, block, err in blocks:  # one bad call spoils its block, as in HierR: nothing of it runs or is scored
-        calls.extend(
-            [_error(err)]
-            if err
-            else [ParsedCall(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in block]
-        )
-    unmatched = max(visible.count(OPEN_TAG), visible.count(CLOSE_TAG)) - len(blocks)
-    calls.extend(_error(f"unmatched {OPEN_TAG} / {CLOSE_TAG} tag") for _ in range(unmatched))
+    # one bad call spoils its block, as in HierR: nothing of it runs or is scored
+    calls = [
+        _error(err)
+        if call is None
+        else ParsedCall(name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False))
+        for call, err in loop_entries(visible, blocks)
+    ]
     content, pos = [], 0
     for start, end, _, _ in blocks:
         content.append(visible[pos:start])
@@ -134,5 +132,6 @@ class FormatToolParser(ToolParser):
             content = text
         parsed = await self.format.parse(text, tools=self.row_tools)
         self.last_parsed = parsed
+        # the calls, then the unreadable attempts: the order ToolCallFormat.loop_entries gives the reward
         calls = [ParsedCall(name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in parsed.calls]
         return content, calls + [_error(e) for e in parsed.errors]

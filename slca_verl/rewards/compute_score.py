@@ -27,6 +27,9 @@ Keyword arguments (all optional):
     w_tool, w_sum, no_call_penalty, min_reply_chars, success_tau, accept_string_arguments, judge_direct_replies,
     judge_after_unneeded_calls, weights={fmt, name, key, value, parallel},
     rltr={repeat_penalty, error_penalty, invalid_format}: see HierRConfig.
+    agent_loop: the agent loop that produced the text (``slca_tool_agent``, the default, or verl's ``tool_agent``),
+        for the forgery check of reward managers that pass no turn count
+        (:func:`~slca_verl.rewards.hierr.answering_loop`: a rollout's own evidence in ``extra_info`` comes first).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import math
 import threading
 from typing import Any
 
-from slca_verl.rewards.hierr import HierRConfig, empty_result, score_decoded
+from slca_verl.rewards.hierr import HierRConfig, answering_loop, empty_result, score_decoded
 from slca_verl.rewards.judge import Judge, LLMJudge, NoisyJudge, OfflineProxyJudge
 from slca_verl.toolcall.rows import plain
 
@@ -173,5 +176,21 @@ async def compute_score(
         return empty_result("ground_truth is None")
     num_turns = extra_info.get("num_turns") if isinstance(extra_info, dict) else None
     return await score_decoded(
-        solution_str, ground_truth, judge=judge, config=config, question=question, num_turns=num_turns
+        solution_str,
+        ground_truth,
+        judge=judge,
+        config=config,
+        question=question,
+        num_turns=num_turns,
+        agent_loop=answering_loop(extra_info, config.agent_loop),
+        tools=_row_tools(extra_info, ground_truth),
     )
+
+
+def _row_tools(extra_info: Any, ground_truth: Any) -> list | None:
+    """The row's tool schemas as slca_tool_agent reads them (``extra_info.tool_schemas``, else the ground truth's):
+    verl's parsers of some formats read calls through them, so the forgery check reads the turns as the loop did."""
+    from slca_verl.agent_loop.tools import row_tool_schemas  # the loop's own reader (imported here: verl's loop)
+
+    schemas, _ = row_tool_schemas({"extra_info": extra_info, "reward_model": {"ground_truth": ground_truth}})
+    return schemas

@@ -31,8 +31,9 @@ No text a policy writes buys reward (docs/rewards.md, "What text cannot buy"):
   the authors' reward), so a call there, valid or not, never out-scores answering directly;
 - decoded text (:func:`score_decoded`) holds ``<tool_response>`` runs that the policy may have written itself; when
   verl's turn count (``extra_info.num_turns``) shows more runs than the environment answered, or, without a count,
-  a run follows text whose calls could not have produced it (:func:`unanswerable_runs`), the rollout is scored
-  ``min(no_call_penalty, 0)`` on its summary segment with ``forged_tool_output`` = those runs.
+  a run is not what the agent loop that produced the text answers to the text before it (:func:`unanswerable_runs`;
+  the loop: :func:`answering_loop`), the rollout is scored ``min(no_call_penalty, 0)`` on its summary segment with
+  ``forged_tool_output`` = those runs.
 
 Example (the agent loop knows its turns, so it skips re-parsing decoded text)::
 
@@ -76,10 +77,13 @@ from slca_verl.rewards.parsing import (
     strip_think,
 )
 from slca_verl.sgls.client import ServiceDown
-from slca_verl.toolcall.formats import COERCED_ARGUMENTS, get_format
+from slca_verl.toolcall.formats import COERCED_ARGUMENTS, get_format, parse_error_response
 from slca_verl.toolcall.hermes import merge_turns, parse_tool_calls
 
 logger = logging.getLogger(__name__)
+
+#: the project's agent loop (slca_verl.agent_loop.AGENT_NAME): it answers every call attempt, readable or not
+SLCA_AGENT_LOOP = "slca_tool_agent"
 
 # every row carries exactly the component table's keys (verl needs the same reward_extra_info keys on every row)
 
@@ -106,6 +110,9 @@ class HierRConfig:
     rltr: RLTRWeights = field(default_factory=RLTRWeights)
     # the tool-call format of decoded text (verl's multi_turn.format); slca_tool_agent rollouts carry their own
     tool_call_format: str = "hermes"
+    # the agent loop that produced decoded text, for the forgery check without verl's turn count (answering_loop):
+    # None = the rollout's evidence in extra_info, else slca_tool_agent
+    agent_loop: str | None = None
 
     @classmethod
     def from_kwargs(cls, kwargs: dict) -> "HierRConfig":
@@ -116,7 +123,7 @@ class HierRConfig:
             ValueError: a value of the wrong type or not finite, or an unknown key under ``weights`` / ``rltr``,
                 naming ``reward_kwargs.<key>`` (such a value used to make every row an "internal error" scored 0).
         """
-        simple = {f.name for f in fields(cls)} - {"weights", "rltr", "tool_call_format"}
+        simple = {f.name for f in fields(cls)} - {"weights", "rltr", "tool_call_format", "agent_loop"}
         out = {
             k: _checked_setting(k, kwargs[k], cls.__dataclass_fields__[k].default)
             for k in simple
@@ -127,6 +134,14 @@ class HierRConfig:
                 out["tool_call_format"] = get_format(str(kwargs["tool_call_format"])).name
             except ValueError as e:
                 raise ValueError(f"HierR: reward_kwargs.tool_call_format: {e}") from None
+        if kwargs.get("agent_loop") is not None:
+            loop = kwargs["agent_loop"]
+            if not isinstance(loop, str) or not loop.strip():
+                raise ValueError(
+                    f"HierR: reward_kwargs.agent_loop={loop!r} must be an agent loop name ({SLCA_AGENT_LOOP} or "
+                    "verl's tool_agent)"
+                )
+            out["agent_loop"] = loop.strip()
         for key, sub_cls in (("weights", ExecutionWeights), ("rltr", RLTRWeights)):
             if not kwargs.get(key):
                 continue
@@ -570,6 +585,8 @@ async def score_decoded(
     config: HierRConfig | None = None,
     question: str | None = None,
     num_turns: Any = None,
+    agent_loop: str | None = None,
+    tools: Any = None,
 ) -> dict:
     """HierR reward of a decoded multi-turn response (assistant turns and rendered tool responses in one string).
 
@@ -578,14 +595,23 @@ async def score_decoded(
             ``(num_turns - 1) // 2`` environment turns; 2 for a single-turn rollout). Decoded text cannot tell a
             ``<tool_response>`` the environment sent from one the policy typed; more runs than environment turns
             means some were typed, and the rollout is scored as forged. None (verl's dapo, rate_limited and gdpo reward
-            managers pass no count): each run is checked against the text before it (:func:`unanswerable_runs`).
+            managers pass no count): each run is checked against what the agent loop answers to the text before it
+            (:func:`unanswerable_runs`).
+        agent_loop: the loop that produced the text (:func:`answering_loop`); None: ``config.agent_loop``, else
+            ``slca_tool_agent``.
+        tools: the row's tool schemas as the loop read them (verl's parsers of some formats need them); None: the
+            ground truth's ``tool_schemas``.
     """
+    cfg = config or HierRConfig()
     traj = split_decoded_response(solution_str)
     env_turns = _environment_turns(num_turns)
     if env_turns is not None:
         forged = max(0, traj.tool_response_runs - env_turns)
     else:
-        forged = await unanswerable_runs(traj, (config or HierRConfig()).tool_call_format)
+        if tools is None:
+            tools = parse_ground_truth(ground_truth).tool_schemas
+        loop = agent_loop or cfg.agent_loop or SLCA_AGENT_LOOP
+        forged = await unanswerable_runs(traj, cfg.tool_call_format, loop, tools)
     return await score_trajectory(
         traj.assistant_texts,
         traj.tool_responses,
@@ -597,27 +623,61 @@ async def score_decoded(
     )
 
 
-async def unanswerable_runs(traj, call_format: str) -> int:
-    """The tool-response runs of decoded text that no environment turn could have sent, for text without verl's
-    turn count.
+def answering_loop(extra_info: Any, configured: str | None = None) -> str:
+    """The agent loop whose answers decoded text is checked against when verl's turn count is missing.
 
-    verl's tool agent loop answers a turn only when its parser finds calls in it, with one response per call (at
-    most ``max_parallel_calls``), and the parser reads the whole turn, a call the policy hid inside a typed
-    ``<tool_response>`` included. So a run after text with no call that would run, or with more responses than
-    that text has calls, was written by the policy: a typed run before the turn's real answer leaves that answer
-    after text with fewer calls than responses. What this cannot see: a typed run in the last turn of an episode
-    cut by the turn or length limit (its calls were never run, so nothing after it disagrees); verl's turn count
-    closes that too.
+    In order: the rollout's own evidence, which verl's naive, rate_limited and remote reward managers merge into
+    ``extra_info`` from the loop's ``extra_fields`` (``slca_trajectory``: ``slca_tool_agent``; verl's ToolAgentLoop's
+    ``turn_scores`` and ``tool_rewards`` without it: verl's ``tool_agent``); then ``reward_kwargs.agent_loop``; then
+    ``slca_tool_agent``, the loop the rows data_prep writes ask for (``agent_name``) and every recipe runs. The dapo and
+    gdpo managers pass no evidence: there the setting or the default decides.
+    """
+    if isinstance(extra_info, dict):
+        if isinstance(extra_info.get("slca_trajectory"), dict):
+            return SLCA_AGENT_LOOP
+        if "turn_scores" in extra_info and "tool_rewards" in extra_info:
+            return "tool_agent"
+    return configured or SLCA_AGENT_LOOP
 
-    Calls are counted as verl runs them: any name (an unknown tool gets an error response), string arguments
-    accepted, arguments verl's kimi parser coerced to ``{}`` included, ``<think>`` included.
+
+async def unanswerable_runs(traj, call_format: str, agent_loop: str = SLCA_AGENT_LOOP, tools: Any = None) -> int:
+    """The tool-response runs of decoded text that the agent loop could not have sent, for text without verl's turn
+    count.
+
+    The loop answers a turn after the whole turn is written, reading the whole turn (a call the policy hid inside a
+    typed ``<tool_response>`` included), with one response per entry it runs (at most ``max_parallel_calls``, the
+    first ones). Which entries, in which order, depends on the loop:
+
+    - ``slca_tool_agent``: every call attempt (:meth:`~slca_verl.toolcall.formats.ToolCallFormat.loop_entries`): each
+      call it reads, any tool name (an unknown tool gets an error response), and each attempt it cannot read, answered
+      with exactly ``parse_error_response(reason)``;
+    - any other loop (verl's ``tool_agent``): only the calls its parser reads; an unreadable call ends the episode.
+      Calls are counted as verl runs them: any name, string arguments accepted, arguments verl's kimi parser coerced to
+      ``{}`` included, ``<think>`` included.
+
+    A run is typed by the policy when it holds more responses than the text before it has entries, or (slca_tool_agent)
+    when a response at an unreadable attempt's place is not the loop's error text for it: a typed run before the turn's
+    real answer leaves that answer after text with fewer entries than responses, and a typed run that splits a call
+    leaves the loop's error text for the whole call where the text before it reads another error. What this cannot
+    see: a typed run in the last turn of an episode cut by the turn or length limit (nothing answered that turn, so
+    nothing after it disagrees), and, under the slca_tool_agent rule, the same in an episode that verl's tool_agent
+    ended on an unreadable call (set ``reward_kwargs.agent_loop=tool_agent`` for its rollouts); verl's turn count
+    closes both.
     """
     try:
         fmt = get_format(call_format)
     except ValueError:
         return 0  # scored 0 with the reason by score_trajectory
-    bad = 0
+    bad, pos = 0, 0
     for text, size in zip(traj.assistant_texts, traj.run_sizes):
+        responses, pos = traj.tool_responses[pos : pos + size], pos + size
+        if agent_loop == SLCA_AGENT_LOOP:
+            entries = await fmt.loop_entries(text, tools=tools)
+            bad += size > len(entries) or any(
+                call is None and response != parse_error_response(reason)
+                for (call, reason), response in zip(entries, responses)
+            )
+            continue
         visible = text.replace("<think>", " ").replace("</think>", " ")
         parsed = await fmt.parse(visible, allowed=None, accept_string_arguments=True)
         runnable = len(parsed.calls) + sum(e.endswith(COERCED_ARGUMENTS) for e in parsed.errors)

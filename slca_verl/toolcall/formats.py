@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from slca_verl.toolcall import hermes
-from slca_verl.toolcall.hermes import ParsedCalls, read_call, strip_think
+from slca_verl.toolcall.hermes import ParsedCalls, ToolCall, read_call, strip_think
 
 
 def _raw_or_json(value: Any) -> str:
@@ -218,6 +218,17 @@ class ToolCallFormat:
         """The calls of one step (``{"name", "arguments"}``, arguments default ``{}``) as the format writes them."""
         return self.spec.joiner.join(self.spec.render_one(c["name"], c.get("arguments", {})) for c in calls)
 
+    async def loop_entries(self, text: str, *, tools: Iterable[Any] | None = None) -> list[tuple[ToolCall | None, str]]:
+        """What ``slca_tool_agent`` runs of one turn, in the order it answers them: ``(call, "")`` per call it runs
+        (any tool name: an unknown tool gets its own error response), ``(None, reason)`` per call attempt it cannot
+        read, each answered ``parse_error_response(reason)``. hermes: in block order
+        (:func:`~slca_verl.toolcall.hermes.loop_entries`); every other format: the calls, then the unreadable ones
+        (the loop's ``FormatToolParser``). ``tools``: the row's schemas, as the loop hands them to verl's parser."""
+        if self.name == "hermes":
+            return hermes.loop_entries(text)
+        parsed = await self.parse(text, tools=tools)
+        return [(c, "") for c in parsed.calls] + [(None, e) for e in parsed.errors]
+
     async def parse(
         self,
         text: str,
@@ -264,6 +275,11 @@ class ToolCallFormat:
             out.errors.append(f"a {self.name} tool-call marker without a call the parser could read")
         out.denominator = max(out.tag_denominator, len(out.blocks) + len(out.errors))  # every attempt counts
         return out
+
+
+def parse_error_response(reason: str) -> str:
+    """The tool response ``slca_tool_agent`` sends for a call attempt it cannot read (``reason``: its error entry)."""
+    return f"Error: the tool call could not be parsed: {reason}."
 
 
 _KIMI_CALL_RE = re.compile(r"<\|tool_call_begin\|>.*?<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.S)

@@ -193,6 +193,29 @@ def merge_turns(turns: list[ParsedCalls], steps: bool = False) -> ParsedCalls:
     return merged
 
 
+#: the error entry of a ``<tool_call>`` or ``</tool_call>`` tag without its partner (slca_tool_agent answers each)
+UNMATCHED_TAG = f"unmatched {OPEN_TAG} / {CLOSE_TAG} tag"
+
+
+def loop_entries(text: str, blocks: list | None = None) -> list[tuple[ToolCall | None, str]]:
+    """What ``slca_tool_agent`` runs of one hermes turn, in the order it answers them: ``(call, "")`` for each call of
+    a block it can read (a list block gives one entry per call), ``(None, reason)`` for each block it cannot read (one
+    bad call spoils its block) and then for each tag without its partner. ``<think>`` is stripped first; a turn with no
+    tag has no entry (the loop ends the episode on it). ``blocks``: :func:`read_blocks` of the stripped text, when the
+    caller has it already. The loop's parser builds its calls from this, and HierR checks decoded text against it."""
+    visible = strip_think(text)
+    if OPEN_TAG not in visible and CLOSE_TAG not in visible:
+        return []
+    if blocks is None:
+        blocks = read_blocks(visible, None, accept_string_arguments=True)
+    entries: list[tuple[ToolCall | None, str]] = []
+    for _, _, calls, err in blocks:
+        entries.extend([(None, err)] if err else [(c, "") for c in calls])
+    unmatched = max(visible.count(OPEN_TAG), visible.count(CLOSE_TAG)) - len(blocks)
+    entries.extend((None, UNMATCHED_TAG) for _ in range(unmatched))
+    return entries
+
+
 def read_blocks(
     text: str, allowed_tools: set[str] | None, *, accept_string_arguments: bool = False
 ) -> list[tuple[int, int, list[ToolCall], str]]:

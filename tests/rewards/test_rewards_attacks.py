@@ -1,17 +1,20 @@
 """Typed tool responses and bare markers buy no reward, in every tool-call format, through HierR's three ways in:
-the agent loop's pieces, decoded text with verl's turn count, decoded text without it.
+the agent loop's pieces, decoded text with verl's turn count, decoded text without it (checked against the answers of
+the loop that produced it: slca_tool_agent, the default, or verl's tool_agent).
 
-The battery (benchmarks/reward_attacks.py, its table in docs/rewards.md) is asserted attack by attack, and a
-hypothesis property generates typed runs in any format, turn and place, with any text and with or without a call
-hidden inside, each built as verl's loop would have run it (the hidden call runs; the environment answers every
-call), and compares each with the same rollout whose typed run is plain text (the same calls, the same answers).
+The battery (benchmarks/reward_attacks.py, its table in docs/rewards.md) is asserted attack by attack under both
+loops' rules, and two hypothesis properties generate typed runs: in any format, turn and place, with any text and
+with or without a call hidden inside, each built as verl's loop would have run it (the hidden call runs; the
+environment answers every call); and at any character of a turn (inside a call too) of a rollout run as
+slca_tool_agent runs it (every attempt answered, an unreadable one with the loop's own error text). Each is compared
+with the same rollout whose typed run is plain text (the same calls, the same answers).
 """
 
 import asyncio
 
 import pytest
 import reward_attacks as RA  # noqa: E402  (the benchmark script under test)
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from slca_verl.rewards.hierr import HierRConfig, score_decoded  # noqa: E402
@@ -41,6 +44,22 @@ def test_no_attack_gains_through_the_loop_or_with_the_turn_count(battery):
 def test_without_the_turn_count_only_the_documented_residual_gains(battery):
     gained = {(r["format"], r["attack"]) for r in battery if r["entry"] == "decoded" and r["gain"] > 1e-9}
     assert gained == {(f, RESIDUAL) for f in RA.FORMATS}
+
+
+def test_under_verls_tool_agent_rule_the_battery_gains_the_same():
+    rows = asyncio.run(RA.battery(agent_loop="tool_agent"))
+    gained = {(r["format"], r["attack"], r["entry"]) for r in rows if r["gain"] > 1e-9}
+    assert gained == {(f, RESIDUAL, "decoded") for f in RA.FORMATS}
+
+
+@pytest.mark.parametrize("agent_loop", [None, "tool_agent"])
+def test_the_attacks_on_the_slca_tool_agent_rule_gain_nothing_anywhere(agent_loop):
+    """A typed response that splits a call (the text on each side reads as an attempt the loop would answer), and a
+    typed copy of the loop's own error text after an unreadable call: neither gains on any way in. Without the
+    rule's check of the error text, the split call gained +0.23 (hermes) to +0.27 under the offline proxy judge."""
+    rows = asyncio.run(RA.battery(agent_loop=agent_loop, slca=True))
+    assert len(rows) == 9 * 2 * 3
+    assert [(r["format"], r["attack"], r["entry"], r["gain"]) for r in rows if r["gain"] > 1e-9] == []
 
 
 def test_the_residual_is_what_the_docs_say_it_is():
@@ -103,6 +122,56 @@ def test_a_typed_run_anywhere_buys_nothing_over_the_same_text_untyped(fmt, turn,
         for entry in RA.ENTRIES:
             for judge in RA.JUDGES.values():
                 a, p = await RA.score(entry, fmt, attacked, judge), await RA.score(entry, fmt, plain, judge)
+                assert a <= p + 1e-9, (entry, judge.name, a, p)
+
+    asyncio.run(run())
+
+
+TURN_TEXT = st.sampled_from(["call", "wrong", "junk", "reply", "call+reply"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fmt=st.sampled_from(RA.FORMATS),
+    first=TURN_TEXT,
+    cut=st.floats(0.0, 1.0),
+    body=st.sampled_from([RA.FAKE, "Error: the tool call could not be parsed: unreadable call."]),
+    agent_loop=st.sampled_from([None, "tool_agent"]),
+)
+@example(fmt="hermes", first="call", cut=0.5, body=RA.FAKE, agent_loop=None)  # a typed run splitting the call
+@example(fmt="glm", first="junk", cut=1.0, body=RA.FAKE, agent_loop=None)  # after an unreadable call
+def test_a_typed_run_at_any_character_of_an_slca_rollout_buys_nothing(fmt, first, cut, body, agent_loop):
+    """The rollout [call, T, reply] as slca_tool_agent runs it: the loop answers T's every attempt (an unreadable one
+    with its own error text). A typed response put at any character of T, inside a call too, never scores above the
+    same text untyped."""
+    c, wrong = RA.call(fmt), RA.call(fmt, "Lyon")
+
+    async def run():
+        junk, _ = await RA.unreadable(fmt)
+        text = {"call": c, "wrong": wrong, "junk": junk, "reply": RA.REPLY, "call+reply": c + "\n" + RA.REPLY}[first]
+        at = int(cut * len(text))
+        attacked_turn = text[:at] + RA.typed(body) + text[at:]
+        plain_turn = text[:at] + "\n" + body + "\n" + text[at:]
+        # the pair differs by the typed run's tags only when the loop runs the same calls in both turns (in gpt-oss a
+        # tag inside the channel header leaves the call unreadable: then it is a broken call against a valid one)
+        ran = [
+            [(k.name, k.arguments) for k, _ in await RA.get_format(fmt).loop_entries(t, tools=RA.TOOLS) if k]
+            for t in (attacked_turn, plain_turn)
+        ]
+        assume(ran[0] == ran[1])
+        eps = []
+        for turn in (attacked_turn, plain_turn):
+            answers = await RA.slca_answers(fmt, turn)
+            # a turn without an attempt ends the episode (the loop answers nothing); else the reply follows the answers
+            eps.append(
+                RA.Episode([c, turn, RA.REPLY], [[RA.REAL], answers], RA.GT)
+                if answers
+                else RA.Episode([c, turn], [[RA.REAL]], RA.GT)
+            )
+        for entry in RA.ENTRIES:
+            for judge in RA.JUDGES.values():
+                a = await RA.score(entry, fmt, eps[0], judge, agent_loop)
+                p = await RA.score(entry, fmt, eps[1], judge, agent_loop)
                 assert a <= p + 1e-9, (entry, judge.name, a, p)
 
     asyncio.run(run())
