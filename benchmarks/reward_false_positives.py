@@ -174,10 +174,8 @@ def qwen3_tokenizer():
 
 
 def verl_config(fmt: str, base=None):
-    """verl's ppo_trainer config, composed by hydra as main_ppo does (``base``: one composed already), with the
-    rollout's tool-call format."""
-    import copy
-
+    """verl's ppo_trainer config, composed by hydra as main_ppo does, with the rollout's tool-call format (``base``:
+    one composed already, switched to ``fmt`` in place: a loop reads the format when it is built)."""
     import verl
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
@@ -191,10 +189,9 @@ def verl_config(fmt: str, base=None):
         config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
         with initialize_config_dir(config_dir=config_dir, version_base=None):
             base = compose(config_name="ppo_trainer", overrides=overrides)
-    cfg = copy.deepcopy(base)
-    with open_dict(cfg):
-        cfg.actor_rollout_ref.rollout.multi_turn.format = fmt
-    return cfg
+    with open_dict(base):
+        base.actor_rollout_ref.rollout.multi_turn.format = fmt
+    return base
 
 
 class ScriptedPolicy:
