@@ -123,6 +123,7 @@ def lines_of(output: str) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # the preflight in a subprocess: the recipe, verl, the plan (~12 s)
 def test_on_a_cpu_machine_it_exits_1_and_names_the_cuda_torch_missing(models_server, clean_env, key_file):
     model = clean_env / "model"
     model.mkdir()

@@ -75,6 +75,7 @@ def test_the_turns_layout_of_a_sampled_episode_puts_one_step_reward_per_turn():
     assert float(rm[ids == SUMMARY].sum()) == pytest.approx(reward["r_sum"], abs=1e-6)
 
 
+@pytest.mark.slow  # six benchmark runs, 3-21 s each
 @pytest.mark.parametrize("method", list(MS.METHODS))
 def test_a_short_run_of_each_method_is_finite_and_reproducible(method):
     a = MS.run(method, 5, 1.0, 3, 4, 0.05, 3, 0.5, PROMPTS)

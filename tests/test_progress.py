@@ -40,6 +40,7 @@ def test_time_left_is_the_pace_so_far_applied_to_what_is_left():
     )
 
 
+@pytest.mark.slow  # a fresh process importing verl (~11 s)
 def test_an_entry_points_info_lines_survive_verls_logging_setup():
     """verl's import calls logging.basicConfig at WARNING; the entry point's own basicConfig(INFO) was then a no-op
     and the warm-up's report and the eval commands' '-> file' lines never showed."""

@@ -49,6 +49,7 @@ def run_python(code: str, **env):
 # plugin discovery
 
 
+@pytest.mark.slow  # a fresh process importing verl (~7 s)
 def test_a_bare_import_verl_registers_the_estimator_and_the_trainer_mode():
     proc = run_python(
         """
@@ -62,6 +63,7 @@ def test_a_bare_import_verl_registers_the_estimator_and_the_trainer_mode():
     assert proc.stdout.split() == ["slca_verl.core_algos", "SLCASyncTrainer"]
 
 
+@pytest.mark.slow  # a fresh process importing verl (~7 s)
 def test_importing_a_plugin_module_first_still_registers_everything():
     # a script whose first line imports core_algos used to start verl's plugin loading from inside the half-imported
     # module: slca_sync and the baselines then failed to register (with a warning) and the run could not start
@@ -78,6 +80,7 @@ def test_importing_a_plugin_module_first_still_registers_everything():
     assert "failed to register" not in proc.stderr
 
 
+@pytest.mark.slow  # a fresh process importing verl (~7 s)
 def test_plugins_disabled_by_verl_leave_the_estimator_unregistered():
     proc = run_python(
         """
