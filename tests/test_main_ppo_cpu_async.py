@@ -2,12 +2,16 @@
 ``trainer.v1.trainer_mode=slca_colocate_async`` runs verl's own ``main_ppo`` in its colocated asynchronous mode
 (rollouts of the next batch start before the update, warm-up batches, partial-rollout client) for two steps, with
 per-turn credit (``credit=turn``) on top of the segment-locked estimator, on the tiny Qwen3 of the sync run's seed.
+It is also the trainer test of per-turn credit (the slca_turns layout, HierR's step rewards through TransferQueue):
+a sync run of the same two steps used to repeat it.
 
 ``separate_async`` cannot run on a CPU (verl asserts a non-naive weight-transfer backend, and each of the ones it
 registers — nccl, hccl, nixl, mooncake, kimi — is a GPU or RDMA transport): its hand-over is tested with a real
 TransferQueue in tests/test_verl_integration.py. The learning test in this mode, with and without injected faults,
 is ``pytest -m e2e tests/test_main_ppo_cpu.py --v1-mode=colocate_async [--inject-fault=sign]`` (docs/trainer_modes.md).
 """
+
+import math
 
 import pytest
 from main_ppo_helpers import read_metrics, run_recipe
@@ -60,5 +64,8 @@ def test_the_update_trained_on_finite_per_turn_advantages(async_run):
     metrics, _ = async_run
     for m in metrics.values():
         assert m["slca/turns/mean"] >= 1.0  # rows with a tool segment made at least one call
+        # HierR's step reward of the first turn (its progress, or extra_step_reward without any), placed on that turn
+        # by the slca_turns layout and read back by the estimator through TransferQueue and the hand-over
+        assert m["slca/turn1/reward_mean"] != 0 and math.isfinite(m["slca/turn1/reward_mean"])
         for key in ("actor/pg_loss", "slca/turn1/adv_mean", "slca/adv_summary/std"):
             assert m[key] == m[key], key  # not NaN

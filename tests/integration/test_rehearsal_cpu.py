@@ -65,6 +65,10 @@ def test_rl_started_from_the_sft_checkpoint_on_two_nodes(rehearsal):
     # verl's SFT taught the format: the rollouts called tools, which the simulator server answered
     assert sum(m["reward_extra/agent_tool_calls/mean"] for m in metrics.values()) > 0
     assert sum(m["slca/tool_tokens/mean"] for m in metrics.values()) > 0
+    # the served judge was asked for the replies it had to rate (a random model's answers: ratings or counted
+    # failures); with the simulator's answers above, SGLS and HierR really went to the vLLM servers during training
+    judged = sum(m["reward_extra/judge_used/mean"] + m["reward_extra/judge_failed/mean"] for m in metrics.values())
+    assert judged > 0
 
 
 def test_the_served_simulator_and_judge_answered_requests_with_the_key(rehearsal):
@@ -87,5 +91,36 @@ def test_the_summary_holds_the_three_evaluations(rehearsal):
     summary = (work / "eval" / "summary.md").read_text()
     row = [line for line in summary.splitlines() if line.startswith("| rehearsal |")]
     assert row and "not run" not in row[0], summary
-    assert json.loads((work / "eval" / "in_domain.json").read_text())["overall"]["n"] == 8
-    assert (work / "eval" / "bfcl_leaderboard.json").exists() and (work / "eval" / "tau2.json").exists()
+    result = json.loads((work / "eval" / "in_domain.json").read_text())
+    assert result["overall"]["n"] == 8
+    for key in ("name_f1", "arg_match", "process", "format_valid", "success@1"):
+        assert 0.0 <= result["overall"][key] <= 100.0, key
+    assert (work / "eval" / "in_domain.md").read_text().startswith("| set |")
+
+
+def test_bfcl_eval_ran_bfcl_evals_own_generate_and_evaluate_on_every_offline_category(rehearsal):
+    """bfcl-eval's own generate (its multi-turn loop and executable backends included) and evaluate, one entry of
+    each offline category, against the RL checkpoint merged by verl's model_merger and served by vLLM's CPU build."""
+    from slca_verl.eval import bfcl_leaderboard
+
+    work, _ = rehearsal
+    ev = work / "eval"
+    result = json.loads((ev / "bfcl_leaderboard.json").read_text())
+    assert set(result["categories"]) == set(bfcl_leaderboard.OFFLINE_CATEGORIES)
+    assert all(v["total_count"] == 1 for v in result["categories"].values())
+    assert set(result["left_out"]) == set(bfcl_leaderboard.NEEDS_INTERNET)
+    assert result["v3_style"]["value"] is not None
+    multi = list((ev / "bfcl" / "result").rglob("BFCL_v4_multi_turn_*_result.json"))
+    assert multi  # one list of model outputs per user turn, none an error string
+    for path in multi:
+        entry = json.loads(path.read_text().splitlines()[0])
+        assert isinstance(entry["result"], list) and all(isinstance(t, list) for t in entry["result"]), entry
+    merged = next((work / "checkpoints" / "slca_verl" / "qwen2_5_7b_slca_grpo").glob("global_step_*/actor/merged_hf"))
+    assert (merged / "config.json").is_file()  # verl's model_merger wrote the HF model the server loaded
+
+
+def test_tau2_ran_its_mock_domain_with_the_checkpoint_as_agent_and_the_served_judge_model_as_user(rehearsal):
+    work, _ = rehearsal
+    result = json.loads((work / "eval" / "tau2.json").read_text())
+    assert result["domains"]["mock"]["n_simulations"] == 1
+    assert result["agent_model"] == "policy" and result["user_model"] == "judge-tiny"

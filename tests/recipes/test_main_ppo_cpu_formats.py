@@ -2,10 +2,10 @@
 recipe turns into ``actor_rollout_ref.rollout.multi_turn.format`` and the warm-up's call format): the tiny model is
 warmed up writing qwen3_coder's XML calls (``<function=…><parameter=…>``) or glm's (``<arg_key>…<arg_value>``),
 verl's own parser of that format reads them in verl's trainer, SGLS answers them, HierR scores the calls the loop
-ran, and slca_grpo trains two steps on the segment ids. About 10 minutes per format the first time (the warm-up
-build), 3 once cached."""
+ran, and slca_grpo trains two steps on the segment ids. The format's tiny model is warmed up for 300 steps, not the
+documented 800: the format is learned long before (the parse checks below hold), and each build costs ~3 minutes
+instead of ~8 (CI's e2e tier builds both)."""
 
-import math
 import os
 
 import pytest
@@ -17,7 +17,12 @@ pytestmark = pytest.mark.e2e  # verl's main_ppo through the recipe (pytest.ini, 
 @pytest.mark.parametrize("tool_format", ["qwen3_coder", "glm"])
 def test_the_cpu_main_job_trains_in_another_tool_call_format(tool_format, tmp_path):
     proc, out_dir = run_recipe(
-        str(tmp_path), TOOL_FORMAT=tool_format, VAL_BEFORE_TRAIN="false", TEST_FREQ="-1", timeout=2400
+        str(tmp_path),
+        TOOL_FORMAT=tool_format,
+        VAL_BEFORE_TRAIN="false",
+        TEST_FREQ="-1",
+        WARMUP_STEPS="300",
+        timeout=2400,
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
@@ -32,21 +37,3 @@ def test_the_cpu_main_job_trains_in_another_tool_call_format(tool_format, tmp_pa
         assert m["reward_extra/num_calls/mean"] > 0.5 and m["reward_extra/r_tool/mean"] > 0.5
         assert m["slca/tool_tokens/mean"] > 0 and m["slca/summary_tokens/mean"] > 0
     assert os.path.isdir(os.path.join(out_dir, f"global_step_{STEPS}"))
-
-
-def test_the_cpu_main_job_trains_with_per_turn_credit(tmp_path):
-    """``+algorithm.slca.credit=turn`` (one override): slca_tool_agent switches to the slca_turns layout, HierR's
-    per-step rewards reach the estimator through TransferQueue and slca_sync, and the per-turn metrics are logged
-    (the tiny task's episodes are single-step: the mode's own arithmetic is tests/estimator/test_turn_credit.py's)."""
-    proc, out_dir = run_recipe(
-        str(tmp_path), VAL_BEFORE_TRAIN="false", TEST_FREQ="-1", args=("+algorithm.slca.credit=turn",)
-    )
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-6000:]
-    metrics = read_metrics(out_dir)
-    assert sorted(metrics) == list(range(1, STEPS + 1))
-    for m in metrics.values():
-        assert m["slca/turns/mean"] >= 1.0  # only the per-turn mode logs it
-        # HierR's step reward of the first turn (its progress, or extra_step_reward without any), placed on that turn
-        assert m["slca/turn1/reward_mean"] != 0 and math.isfinite(m["slca/turn1/reward_mean"])
-        assert m["slca/tool_tokens/mean"] > 0 and m["slca/summary_tokens/mean"] > 0
