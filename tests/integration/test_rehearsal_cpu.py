@@ -65,10 +65,8 @@ def test_rl_started_from_the_sft_checkpoint_on_two_nodes(rehearsal):
     # verl's SFT taught the format: the rollouts called tools, which the simulator server answered
     assert sum(m["reward_extra/agent_tool_calls/mean"] for m in metrics.values()) > 0
     assert sum(m["slca/tool_tokens/mean"] for m in metrics.values()) > 0
-    # the served judge was asked for the replies it had to rate (a random model's answers: ratings or counted
-    # failures); with the simulator's answers above, SGLS and HierR really went to the vLLM servers during training
-    judged = sum(m["reward_extra/judge_used/mean"] + m["reward_extra/judge_failed/mean"] for m in metrics.values())
-    assert judged > 0
+    # (the judge is not asked here for certain: 2 x 2 rollouts of at most 128 tokens mostly end on a call, with no
+    # reply to rate; compute_score reaching the served judge through reward_kwargs: integration/test_judge_vllm.py)
 
 
 def test_the_served_simulator_and_judge_answered_requests_with_the_key(rehearsal):
