@@ -22,6 +22,7 @@ import os
 import sys
 from typing import Sequence
 
+from slca_verl.plan.check import DEFAULT_GPU_MEM_GIB
 from slca_verl.plan.compose import compose, verl_config_dir  # noqa: F401 (the tests' entry)
 
 logger = logging.getLogger("compose_check")
@@ -230,7 +231,7 @@ def plan(
 
 #: per service, the ASSUMED costs of the plan check's timeout warning (recipes: JUDGE_* / SGLS_* variables):
 #: judge: prompt tokens, output tokens, prefill and decode tokens/s per replica; sgls: the same after calls a rollout
-ASSUMED = {"judge": [3000, 1000, 20000, 4000], "sgls": [3, 1500, 300, 20000, 4000]}
+ASSUMED = {"judge": [3000, 1000, 20000, 4000], "sgls": [2, 1500, 300, 20000, 12000]}  # run_qwen7b_slca.sh's
 
 
 def _numbers(text: str) -> list[float]:
@@ -246,7 +247,7 @@ def plan_parser() -> argparse.ArgumentParser:
         default=None,
         help="run the plan check (slca_verl.plan.check) for this model: a checkpoint directory or a hub name",
     )
-    parser.add_argument("--gpu-mem-gib", type=float, default=79.6, help="the plan check's GiB per GPU")
+    parser.add_argument("--gpu-mem-gib", type=float, default=DEFAULT_GPU_MEM_GIB, help="the plan check's GiB per GPU")
     parser.add_argument("--allow-bf16-master", action="store_true", help="bf16 master weights on purpose")
     parser.add_argument("--plan-only", action="store_true", help="compose and run the plan check only")
     parser.add_argument(
@@ -267,7 +268,10 @@ def plan_parser() -> argparse.ArgumentParser:
 def plan_from_args(config_name: str, cfg, plan_args: Sequence[str], gpu_mem_gib: float | None = None):
     """:func:`plan` with a recipe's plan arguments (``DRY_RUN=plan_args``); ``gpu_mem_gib`` replaces theirs (the
     preflight's measured GPU)."""
-    a = plan_parser().parse_args(list(plan_args))
+    return _plan_of(config_name, cfg, plan_parser().parse_args(list(plan_args)), gpu_mem_gib)
+
+
+def _plan_of(config_name: str, cfg, a: argparse.Namespace, gpu_mem_gib: float | None = None):
     assumed = {"judge": a.judge_assumed, "sgls": a.sgls_assumed}
     return plan(config_name, cfg, a.plan_model, gpu_mem_gib or a.gpu_mem_gib, a.allow_bf16_master, assumed)
 
@@ -287,9 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("FAILED (%s): %s", type(e).__name__, e)
         return 1
     if args.plan_model:
-        assumed = {"judge": args.judge_assumed, "sgls": args.sgls_assumed}
         try:
-            result = plan(args.config_name, cfg, args.plan_model, args.gpu_mem_gib, args.allow_bf16_master, assumed)
+            result = _plan_of(args.config_name, cfg, args)
         except ValueError as e:
             logger.error("plan check FAILED: %s", e)
             return 1

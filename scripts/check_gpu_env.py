@@ -758,7 +758,7 @@ def recipe_overrides(recipe: str, out_dir: str, what: str = "args") -> list[str]
         timeout=120,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"{recipe} DRY_RUN=args failed: {proc.stderr.decode(errors='replace')[-800:]}")
+        raise RuntimeError(f"{recipe} DRY_RUN={what} failed: {proc.stderr.decode(errors='replace')[-800:]}")
     return [a.decode() for a in proc.stdout.split(b"\0") if a]
 
 
@@ -795,8 +795,6 @@ def check_plan(
         config = compose_check.SFT if args.sft else compose_check.PPO
         cfg = compose_check.compose(config, overrides)
         plan = compose_check.plan_from_args(config, cfg, plan_args, gpu_mem_gib)
-        plan_model = compose_check.plan_parser().parse_args(plan_args).plan_model
-        gpu_mem_gib = plan.cluster.gpu_mem_gib
     except Exception as e:  # composition or a model shape it cannot read: say which
         return Check(name, False, f"{type(e).__name__}: {e}", f"DRY_RUN=1 bash {args.recipe} shows the same")
     finally:
@@ -804,7 +802,8 @@ def check_plan(
     stops = [f for f in plan.findings if f.stop]
     worst = max(plan.phases, key=lambda p: p.total, default=None)
     detail = (
-        f"{plan.cluster.nnodes} x {plan.cluster.gpus_per_node} GPUs of {gpu_mem_gib:.1f} GiB, model {plan_model}"
+        f"{plan.cluster.nnodes} x {plan.cluster.gpus_per_node} GPUs of {plan.cluster.gpu_mem_gib:.1f} GiB, "
+        f"model {plan.model}"
         + (f"; worst phase {worst.name} {worst.total:.1f} GiB" if worst else "")
         + "".join(f"\n           {f.line()}" for f in plan.findings if not f.stop)
     )

@@ -19,7 +19,7 @@ import logging
 from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
 
-from slca_verl.plan.precision import FP32_MIXED_PRECISION, cpu_has_native_bf16, engine_precision
+from slca_verl.plan.precision import FP32_MIXED_PRECISION, cpu_has_native_bf16, engine_precision, setting
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +58,7 @@ def cpu_compute_config(engine_config, native_bf16: bool | None = None):
     """``engine_config`` with the compute dtype a CPU run should use: fp32 where ``mixed_precision`` is unset (verl's
     implicit bf16), the config unchanged where it names a dtype (a warning when that is bf16 / fp16 on a processor
     without native bf16). Works on verl's ``FSDPEngineConfig`` dataclass, a DictConfig or a dict."""
-    if getattr(engine_config, "mixed_precision", None) is None and not (
-        isinstance(engine_config, dict) and engine_config.get("mixed_precision") is not None
-    ):
+    if setting(engine_config, "mixed_precision") is None:
         logger.info("slca-verl cpu platform: FSDP engine computes in fp32 (mixed_precision unset; verl's default bf16)")
         if dataclasses.is_dataclass(engine_config):
             return dataclasses.replace(engine_config, mixed_precision=dict(FP32_MIXED_PRECISION))

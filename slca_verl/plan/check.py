@@ -41,10 +41,6 @@ class Cluster:
     gpus_per_node: int
     gpu_mem_gib: float = DEFAULT_GPU_MEM_GIB
 
-    @property
-    def gpus(self) -> int:
-        return self.nnodes * self.gpus_per_node
-
 
 @dataclass
 class Finding:
@@ -65,6 +61,7 @@ class Plan:
 
     config_name: str
     cluster: Cluster
+    model: str
     precision: dict[str, tuple[str, str]] = field(default_factory=dict)  # engine key -> (master, compute)
     phases: list = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
@@ -76,8 +73,8 @@ class Plan:
     def table(self) -> str:
         """Markdown: precision per engine, then GiB per GPU per phase against the card."""
         lines = [
-            f"plan for {self.config_name} on {self.cluster.nnodes} x {self.cluster.gpus_per_node} GPUs of "
-            f"{self.cluster.gpu_mem_gib:.1f} GiB",
+            f"plan for {self.config_name} of {self.model} on {self.cluster.nnodes} x {self.cluster.gpus_per_node} "
+            f"GPUs of {self.cluster.gpu_mem_gib:.1f} GiB",
             "",
             "| engine | master weights + optimizer | compute |",
             "|---|---|---|",
@@ -102,7 +99,8 @@ def _sel(cfg: Any, dotted: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def _tokens(section: Any, cfg: Any, dynamic_key: str, cap_key: str, rows_key: str, seq_len: int) -> int:
+def _tokens(section: Any, dynamic_key: str, cap_key: str, rows_key: str, seq_len: int) -> int:
+    """Tokens of one micro-batch at worst: the dynamic-batch cap, else micro-batch rows x (prompt + response)."""
     if bool(_sel(section, dynamic_key, False)):
         return int(_sel(section, cap_key, 16384))
     rows = _sel(section, rows_key, None)
@@ -249,7 +247,7 @@ def plan_ppo(
     """The plan of a ``ppo_trainer`` config (actor, reference and rollout colocated on every training GPU)."""
     nnodes, per_node = int(_sel(cfg, "trainer.nnodes", 1)), int(_sel(cfg, "trainer.n_gpus_per_node", 8))
     mem = gpu_mem_gib or (cluster.gpu_mem_gib if cluster else DEFAULT_GPU_MEM_GIB)
-    plan = Plan("ppo_trainer", Cluster(nnodes, per_node, mem))
+    plan = Plan("ppo_trainer", Cluster(nnodes, per_node, mem), model)
     device = str(_sel(cfg, "trainer.device", "cuda"))
     arr = cfg.actor_rollout_ref
     actor, ref, rollout = arr.actor, arr.ref, arr.rollout
@@ -259,27 +257,9 @@ def plan_ppo(
         getattr(engine_precision(ref.fsdp_config, forward_only=True), k) for k in ("master", "compute")
     )
     seq = int(_sel(cfg, "data.max_prompt_length", 1024)) + int(_sel(cfg, "data.max_response_length", 1024))
-    update_tokens = _tokens(
-        actor, cfg, "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "ppo_micro_batch_size_per_gpu", seq
-    )
-    lp_tokens = max(
-        _tokens(
-            rollout,
-            cfg,
-            "log_prob_use_dynamic_bsz",
-            "log_prob_max_token_len_per_gpu",
-            "log_prob_micro_batch_size_per_gpu",
-            seq,
-        ),
-        _tokens(
-            ref,
-            cfg,
-            "log_prob_use_dynamic_bsz",
-            "log_prob_max_token_len_per_gpu",
-            "log_prob_micro_batch_size_per_gpu",
-            seq,
-        ),
-    )
+    update_tokens = _tokens(actor, "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "ppo_micro_batch_size_per_gpu", seq)
+    lp_keys = ("log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu", "log_prob_micro_batch_size_per_gpu")
+    lp_tokens = max(_tokens(engine, *lp_keys, seq) for engine in (rollout, ref))  # old (rollout) and ref log-probs
     attn = str(_sel(arr, "model.override_config.attn_implementation", "flash_attention_2"))
     colocated = str(_sel(rollout, "name", "vllm")) in ("vllm", "sglang", "trtllm")
     tp = int(_sel(rollout, "tensor_model_parallel_size", 1))
@@ -299,7 +279,6 @@ def plan_ppo(
         param_offload=bool(_sel(actor, "fsdp_config.param_offload", False)),
         optimizer_offload=bool(_sel(actor, "fsdp_config.optimizer_offload", False)),
         vllm_util=float(_sel(rollout, "gpu_memory_utilization", 0.5)) if colocated else 0.0,
-        rollout_tp=tp,
     )
     check_memory(
         plan,
@@ -324,7 +303,7 @@ def plan_sft(
     """The plan of a ``sft_trainer_engine`` config (verl's SFT trainer: FSDP over every GPU, no rollout)."""
     nnodes, per_node = int(_sel(cfg, "trainer.nnodes", 1)), int(_sel(cfg, "trainer.n_gpus_per_node", 8))
     mem = gpu_mem_gib or (cluster.gpu_mem_gib if cluster else DEFAULT_GPU_MEM_GIB)
-    plan = Plan("sft_trainer_engine", Cluster(nnodes, per_node, mem))
+    plan = Plan("sft_trainer_engine", Cluster(nnodes, per_node, mem), model)
     device = str(_sel(cfg, "trainer.device", "cuda"))
     check_precision(plan, {"engine": cfg.engine}, device, allow_bf16_master)
     if bool(_sel(cfg, "data.use_dynamic_bsz", True)):

@@ -168,7 +168,6 @@ class TrainLayout:
     param_offload: bool = False
     optimizer_offload: bool = False
     vllm_util: float = 0.0  # 0: no colocated rollout (SFT)
-    rollout_tp: int = 1
 
 
 def phases(layout: TrainLayout) -> list[Phase]:

@@ -57,7 +57,8 @@ class EnginePrecision:
         return self.master == "fp32"
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
+def setting(cfg: Any, key: str, default: Any = None) -> Any:
+    """``cfg[key]`` of a dict, DictConfig or dataclass config (``default`` where it has none)."""
     if cfg is None:
         return default
     if isinstance(cfg, Mapping) or hasattr(cfg, "get") and not hasattr(cfg, "__dataclass_fields__"):
@@ -78,11 +79,11 @@ def engine_precision(engine_cfg: Any, forward_only: bool | None = None) -> Engin
         (``mixed_precision`` unset, or without the key: bf16), as ``_build_module`` / ``_build_fsdp_module`` read them.
     """
     if forward_only is None:
-        forward_only = bool(_get(engine_cfg, "forward_only", False))
-    model_dtype = _get(engine_cfg, "model_dtype", "fp32")
+        forward_only = bool(setting(engine_cfg, "forward_only", False))
+    model_dtype = setting(engine_cfg, "model_dtype", "fp32")
     master = canonical(model_dtype) if model_dtype is not None else ("bf16" if forward_only else "fp32")
-    mixed = _get(engine_cfg, "mixed_precision", None)
-    compute = canonical(_get(mixed, "param_dtype", "bf16")) if mixed is not None else "bf16"
+    mixed = setting(engine_cfg, "mixed_precision", None)
+    compute = canonical(setting(mixed, "param_dtype", "bf16")) if mixed is not None else "bf16"
     return EnginePrecision(master=master, compute=compute)
 
 
