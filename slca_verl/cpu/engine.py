@@ -9,6 +9,10 @@ in bf16 on any device, and on a processor without native bf16 (AVX512-BF16 or AM
 torch runs every bf16 matmul through a naive fallback kernel: a Qwen-vocabulary LM head took 14.1 s in bf16 and
 0.16 s in fp32 on an AVX2 EPYC, and verl's SFT of a tiny Qwen3 80 s a step instead of 3. An explicit bf16 or fp16
 compute dtype is honoured, with a warning where the processor lacks native bf16 (:mod:`slca_verl.plan.precision`).
+
+The language-model engine computes per-token log-probabilities of padded rows with one cross entropy
+(:func:`padded_model_outputs`) where verl, without flash-attn, packs the logits and loops a logsumexp over rows: the
+same values, 2-15x faster on a CPU (docs/cpu.md, "Log-probabilities").
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import torch
+import verl.utils.torch_functional as verl_F
+from torch.distributed.tensor import DTensor
+from verl.utils import tensordict_utils as tu
+from verl.utils.dataset.dataset_utils import DatasetPadMode
 from verl.workers.engine.base import EngineRegistry
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
 
@@ -89,8 +98,68 @@ class _CPUCheck:
         super().__init__(model_config, cpu_compute_config(engine_config), *args, **kwargs)
 
 
+def padded_log_probs_apply(micro_batch) -> bool:
+    """Whether :func:`padded_model_outputs` computes what verl's ``prepare_model_outputs`` would for this micro-batch:
+    padded rows (``use_remove_padding=False``, verl's only layout on a CPU), no fused kernels, no sum of squared
+    probabilities, no distillation. Other micro-batches take verl's own path."""
+    flags = {
+        "use_remove_padding": True,
+        "use_fused_kernels": False,
+        "calculate_sum_pi_squared": False,
+        "distillation_use_topk": False,
+        "distillation_only": False,
+    }
+    on = {key: tu.get_non_tensor_data(data=micro_batch, key=key, default=d) for key, d in flags.items()}
+    pad_mode = tu.get_non_tensor_data(data=micro_batch, key="pad_mode", default=DatasetPadMode.NO_PADDING)
+    return pad_mode == DatasetPadMode.NO_PADDING and not any(on.values())
+
+
+def padded_model_outputs(output, output_args: dict, micro_batch, entropy_checkpointing: bool = False) -> dict:
+    """Per-token log-probabilities (and entropy when asked) of a padded micro-batch, as nested (jagged) tensors.
+
+    The same values as verl's ``FSDPEngineWithLMHead.prepare_model_outputs`` on its padded path, computed without
+    its copies of the logits. verl packs the logits ``(bsz, max_len, vocab)`` into ``(nnz, vocab)`` (narrow, unbind,
+    cat) and, without flash-attn's cross entropy, takes a row-by-row logsumexp; its backward then fills and stacks
+    full-vocabulary tensors several times over. Here one ``cross_entropy`` over the padded logits, whose backward is
+    ``softmax - onehot`` in one pass, and the packing happens on the ``(bsz, max_len)`` result::
+
+        labels[b, t]  = input_ids_rmpad_rolled[offsets[b] + t]       for t < len_b (verl's rolled labels)
+        log_probs[b, t] = logits[b, t, labels[b, t]] / T_b - logsumexp_v(logits[b, t, v] / T_b)
+        entropy[b, t] = H(softmax(logits[b, t] / T_b))                (verl's entropy_from_logits)
+
+    Padded positions (t >= len_b) are computed and dropped. On a 2-core CPU a 575-token row of a Qwen-vocabulary
+    (151,936) model takes a fraction of verl's time (benchmarks/cpu_log_probs.py).
+    """
+    logits = output.logits  # (bsz, max_len, vocab)
+    input_ids = micro_batch["input_ids"]  # nested (bsz, j1)
+    offsets = input_ids.offsets()
+    lengths = offsets.diff()
+    bsz, max_len, vocab = logits.shape
+    if not output_args.get("temperature_is_one", False):
+        temperature = output_args["temperature"].to(logits.device).clamp(min=1e-8).to(logits.dtype)
+        logits = logits / temperature.view(bsz, 1, 1)
+    valid = torch.arange(max_len, device=logits.device).unsqueeze(0) < lengths.to(logits.device).unsqueeze(1)
+    labels = torch.zeros(bsz, max_len, dtype=torch.long, device=logits.device)
+    labels[valid] = output_args["input_ids_rmpad_rolled"].to(logits.device)
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1), reduction="none")
+    model_output = {"log_probs": torch.nested.nested_tensor_from_jagged(-nll.view(bsz, max_len)[valid], offsets)}
+    if tu.get_non_tensor_data(data=micro_batch, key="calculate_entropy", default=False):
+        if entropy_checkpointing:
+            entropy = torch.utils.checkpoint.checkpoint(verl_F.entropy_from_logits, logits, use_reentrant=False)
+        else:
+            entropy = verl_F.entropy_from_logits(logits)
+        model_output["entropy"] = torch.nested.nested_tensor_from_jagged(entropy[valid], offsets)
+    return model_output
+
+
 class CPUFSDPEngineWithLMHead(_CPUCheck, FSDPEngineWithLMHead):
-    """verl's FSDP language-model engine, checked for CPU settings."""
+    """verl's FSDP language-model engine, checked for CPU settings; its per-token log-probabilities are computed by
+    :func:`padded_model_outputs` where that applies (the same values, several times faster on a CPU)."""
+
+    def prepare_model_outputs(self, output, output_args, micro_batch, logits_processor_func):
+        if padded_log_probs_apply(micro_batch) and not isinstance(output.logits, DTensor):
+            return padded_model_outputs(output, output_args, micro_batch, self.engine_config.entropy_checkpointing)
+        return super().prepare_model_outputs(output, output_args, micro_batch, logits_processor_func)
 
 
 class CPUFSDPEngineWithValueHead(_CPUCheck, FSDPEngineWithValueHead):
