@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import importlib
 import json
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 import types
@@ -88,7 +90,12 @@ def load_checker(project_root: str | None = None) -> tuple[Callable, Any, str]:
     Stubs exist only while the checker is imported (then removed from ``sys.modules``). The model name is one whose
     function names bfcl-eval compares as written (no "." to "_" rewriting).
     """
-    os.environ.setdefault("BFCL_PROJECT_ROOT", project_root or tempfile.mkdtemp(prefix="bfcl_root_"))
+    if "BFCL_PROJECT_ROOT" not in os.environ:  # bfcl-eval reads it when imported; a temporary one goes at exit
+        root = project_root
+        if root is None:
+            root = tempfile.mkdtemp(prefix="bfcl_root_")
+            atexit.register(shutil.rmtree, root, ignore_errors=True)
+        os.environ["BFCL_PROJECT_ROOT"] = root
     added: list[tuple[str, str | None]] = []
     try:
         for _ in range(200):
