@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Iterator
 
-from data_prep import readers
+from data_prep.files import read_file
 
 __all__ = ["detect", "load", "read_hf_records", "iter_hf_batches", "count_rows", "missing_input", "DATA_EXTS"]
 
@@ -172,7 +172,7 @@ def read_hf_records(path: str) -> Sequence[Any]:
     snapshot's unreadable lines or items come back as :class:`data_prep.readers.Unreadable`, as from a plain file."""
     json_files = _json_files(path)
     if json_files is not None:
-        return [record for f in json_files for record in readers.read_records(f)]
+        return [record for f in json_files for record in read_file(f)]
     ds = load(path)
     if hasattr(ds, "__len__"):
         return _Records(ds)
@@ -185,7 +185,7 @@ def count_rows(path: str) -> int:
     :func:`iter_hf_batches` yields, unreadable lines included."""
     json_files = _json_files(path)
     if json_files is not None:
-        return sum(len(readers.read_records(f)) for f in json_files)
+        return sum(len(read_file(f)) for f in json_files)
     ds = load(path)
     if hasattr(ds, "__len__"):
         return len(ds)
@@ -223,7 +223,7 @@ def _json_batches(files: list[str], batch_size: int, columns: Sequence[str] | No
     keep = set(columns) if columns else None
     batch: list[Any] = []
     for f in files:
-        for record in readers.read_records(f):
+        for record in read_file(f):
             if keep is not None and isinstance(record, dict):
                 record = {k: v for k, v in record.items() if k in keep}
             batch.append(record)
