@@ -39,6 +39,7 @@ import jsonschema
 import regex
 from jsonschema import Draft202012Validator, validators
 
+from slca_verl.toolcall.limits import nesting_exceeds
 from slca_verl.toolcall.schema import normalize_parameters, normalize_schema
 
 logger = logging.getLogger(__name__)
@@ -74,18 +75,6 @@ def canonical_json(value: Any) -> str:
 
 def fingerprint(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:16]
-
-
-def nesting_exceeds(value: Any, limit: int) -> bool:
-    """Whether dicts / lists in ``value`` nest deeper than ``limit`` levels (iterative: no recursion limit)."""
-    stack = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list, tuple)):
-            if depth >= limit:
-                return True
-            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
-    return False
 
 
 def json_problem(value: Any, max_depth: int = MAX_ARGUMENT_DEPTH) -> str | None:
