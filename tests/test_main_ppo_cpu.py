@@ -48,7 +48,7 @@ def slca_run(request, tmp_path_factory):
     return out_dir, metrics, log, validation
 
 
-def test_main_ppo_runs_two_steps_and_logs_the_documented_metrics(slca_run):
+def test_main_ppo_runs_every_step_and_logs_the_documented_metrics(slca_run):
     out_dir, metrics, _, _ = slca_run
     assert sorted(metrics) == list(range(1, STEPS + 1))
     documented = set(SEGMENT_METRICS) | {
