@@ -113,14 +113,35 @@ def vllm():
 INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 
 
+#: The tiers as docs/testing.md and .ci/run select them, by the markers a test carries.
+TIERS = {
+    "default": lambda m: not m & {"e2e", "integration", "rehearsal", "slow"},
+    "slow": lambda m: "slow" in m and not m & {"e2e", "integration", "rehearsal"},
+    "e2e": lambda m: "e2e" in m,
+    "integration": lambda m: "integration" in m,
+    "rehearsal": lambda m: "rehearsal" in m,
+}
+TIER_COUNTS: dict[str, int] = {}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects: the counts cover every tier whatever -m says
 def pytest_collection_modifyitems(config, items):
-    """Every test under tests/integration belongs to the integration tier (pytest.ini's markers)."""
+    """Every test under tests/integration belongs to the integration tier (pytest.ini's markers); with
+    ``--tier-counts``, the number of tests in each tier (printed at the end; the docs' counts are checked with it)."""
     for item in items:
         if INTEGRATION_DIR in Path(str(item.fspath)).resolve().parents and not item.get_closest_marker("rehearsal"):
             item.add_marker(pytest.mark.integration)
+    if config.getoption("--tier-counts"):
+        marks = [{m.name for m in item.iter_markers()} for item in items]
+        TIER_COUNTS.update({tier: sum(map(select, marks)) for tier, select in TIERS.items()})
 
 
 def pytest_addoption(parser):
+    parser.addoption(
+        "--tier-counts",
+        action="store_true",
+        help="print the number of tests of each tier (docs/testing.md) as one JSON line: 'tier counts: {...}'",
+    )
     parser.addoption(
         "--inject-fault",
         default=None,
@@ -155,6 +176,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if TIER_COUNTS:
+        terminalreporter.write_line("tier counts: " + json.dumps(TIER_COUNTS))
     if config.option.markexpr == DEFAULT_TIER and _SKIPPED:
         terminalreporter.write_line(
             f"the default tier skipped {len(_SKIPPED)} test(s), which fails it (every default-tier test must run "
