@@ -29,7 +29,7 @@ setup(
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["slca_verl", "slca_verl.*", "data_prep", "data_prep.*"]),
     include_package_data=True,
-    package_data={"slca_verl": ["config/*.yaml", "csrc/*.cpp"]},
+    package_data={"slca_verl": ["config/*.yaml"]},
     install_requires=VERL_RUNTIME + ["jsonschema>=4", "regex", "pandas", "pyarrow", "aiohttp>=3.9"],
     extras_require={
         "test": [

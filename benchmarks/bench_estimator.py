@@ -1,14 +1,14 @@
-"""Time slca_grpo against verl's own grpo and grpo_vectorized, measured in the same run.
+"""Time slca_grpo against verl's own grpo_vectorized and grpo, measured in the same run.
 
-    python benchmarks/bench_estimator.py                    # bs in {256, 1024, 4096}, L in {2048, 8192}
-    python benchmarks/bench_estimator.py --bs 256 --L 2048  # one shape
+    python benchmarks/bench_estimator.py                              # bs 1024, L 4096, seeds 0 1 2, one thread
+    python benchmarks/bench_estimator.py --bs 256 4096 --L 2048 8192 --seeds 7 123456 --threads 2
 
 Each response holds one to four assistant turns separated by observation gaps, then padding; rewards sit on the
-last token of each turn (the layout slca_tool_agent writes). Prints the median of --repeats timed calls per
-estimator (called in turn within each repeat) and the ratios slca_grpo / grpo_vectorized and slca_grpo / grpo,
-after a first line naming the machine (CPU, cache sizes, torch threads; benchmarks/machine.py) and a second naming
-the slca_grpo implementation timed (the fused C++ kernel and its instruction set, or the torch path). The column
-``slca(torch)`` is the torch path (``algorithm.slca.kernel=torch``), timed in the same loop.
+last token of each turn (the layout slca_tool_agent writes). For every shape, each seed (any integer) builds one
+batch, and the estimators are called in turn --repeats times on it. Prints a first line naming the machine (CPU,
+cache sizes, torch threads; benchmarks/machine.py), then per shape each estimator's median and range (min-max) over
+all seeds' calls, and the ratio slca_grpo / grpo_vectorized: the median and range of the ratios of calls made side
+by side (the same repeat of the same seed).
 """
 
 import argparse
@@ -47,8 +47,8 @@ def make_inputs(bs: int, L: int, group: int = 16, seed: int = 0):
     return torch.from_numpy(rewards), torch.from_numpy(mask), index
 
 
-def time_interleaved(fns: dict, repeats: int) -> dict:
-    """Median wall time per function, the functions called in turn within each repeat, so that every estimator
+def time_interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
+    """Wall time of every call, in seconds, the functions called in turn within each repeat, so that every estimator
     meets the same allocator and cache state (a 2-core box's timings drift between blocks of runs)."""
     for fn in fns.values():
         fn()  # warm-up
@@ -58,52 +58,50 @@ def time_interleaved(fns: dict, repeats: int) -> dict:
             t0 = time.perf_counter()
             fn()
             samples[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(xs) for name, xs in samples.items()}
+    return samples
+
+
+def summary(xs: list[float], scale: float = 1.0, unit: str = "") -> str:
+    """``median (min-max)`` of ``xs`` times ``scale``."""
+    return f"{statistics.median(xs) * scale:.2f}{unit} ({min(xs) * scale:.2f}-{max(xs) * scale:.2f})"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bs", type=int, nargs="+", default=[256, 1024, 4096])
-    ap.add_argument("--L", type=int, nargs="+", default=[2048, 8192])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    ap.add_argument("--bs", type=int, nargs="+", default=[1024])
+    ap.add_argument("--L", type=int, nargs="+", default=[4096])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one batch per seed (any integers)")
+    ap.add_argument("--repeats", type=int, default=7, help="timed calls of each estimator per seed")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's default)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    slca = get_adv_estimator_fn("slca_grpo")
-    vec = get_adv_estimator_fn("grpo_vectorized")
-    loop = get_adv_estimator_fn("grpo")
-    from slca_verl import fused
-
+    estimators = {name: get_adv_estimator_fn(name) for name in ("slca_grpo", "grpo_vectorized", "grpo")}
     print(describe())
-    module = fused.load()
-    print(f"slca_grpo: {'fused kernel ' + module.__name__ if module else 'torch path (the kernel could not be built)'}")
-    print(f"median of {args.repeats} runs, ms")
-    torch_path = {"slca": {"kernel": "torch"}}
-    header = (
-        f"{'bs':>6} {'L':>6} {'grpo':>10} {'grpo_vec':>10} {'slca_grpo':>10} {'slca(torch)':>12} "
-        f"{'slca/vec':>9} {'slca/grpo':>10}"
-    )
+    print(f"ms per call: median (min-max) over {len(args.seeds)} seeds {args.seeds} x {args.repeats} calls")
+    header = f"{'bs':>6} {'L':>6} {'grpo':>22} {'grpo_vectorized':>22} {'slca_grpo':>22} {'slca / vectorized':>24}"
     print(header)
     print("-" * len(header))
     for L in args.L:
         for bs in args.bs:
-            r, m, idx = make_inputs(bs, L)
-            t = time_interleaved(
-                {
-                    "slca": lambda: slca(token_level_rewards=r, response_mask=m, index=idx, config=None),
-                    "slca_torch": lambda: slca(token_level_rewards=r, response_mask=m, index=idx, config=torch_path),
-                    "vec": lambda: vec(token_level_rewards=r, response_mask=m, index=idx),
-                    "loop": lambda: loop(token_level_rewards=r.clone(), response_mask=m, index=idx),
-                },
-                args.repeats,
-            )
-            t_slca, t_vec, t_loop = t["slca"], t["vec"], t["loop"]
+            times = {name: [] for name in estimators}
+            for seed in args.seeds:
+                r, m, idx = make_inputs(bs, L, seed=seed)
+                calls = {
+                    "slca_grpo": lambda: estimators["slca_grpo"](token_level_rewards=r, response_mask=m, index=idx),
+                    "grpo_vectorized": lambda: estimators["grpo_vectorized"](
+                        token_level_rewards=r, response_mask=m, index=idx
+                    ),
+                    # verl's loop grpo writes into its scores: a fresh copy each call
+                    "grpo": lambda: estimators["grpo"](token_level_rewards=r.clone(), response_mask=m, index=idx),
+                }
+                for name, xs in time_interleaved(calls, args.repeats).items():
+                    times[name].extend(xs)
+            ratios = [s / v for s, v in zip(times["slca_grpo"], times["grpo_vectorized"])]
             print(
-                f"{bs:>6} {L:>6} {t_loop * 1e3:>10.1f} {t_vec * 1e3:>10.1f} {t_slca * 1e3:>10.1f} "
-                f"{t['slca_torch'] * 1e3:>12.1f} "
-                f"{t_slca / t_vec:>8.2f}x {t_slca / t_loop:>9.2f}x"
+                f"{bs:>6} {L:>6} {summary(times['grpo'], 1e3):>22} {summary(times['grpo_vectorized'], 1e3):>22} "
+                f"{summary(times['slca_grpo'], 1e3):>22} {summary(ratios, unit='x'):>24}"
             )
 
 

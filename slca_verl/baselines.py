@@ -59,17 +59,6 @@ def estimator_masks(
     return segments.segment_masks_from_ids(segment_ids, response_mask)
 
 
-def first_true(mask: torch.Tensor) -> torch.Tensor:
-    """Index of the first True per row, shape (bs,) long (0 for a row without one: check ``mask.any(-1)``)."""
-    return mask.to(torch.uint8).argmax(dim=-1)
-
-
-def last_true(mask: torch.Tensor) -> torch.Tensor:
-    """Index of the last True per row, shape (bs,) long (L - 1 for a row without one)."""
-    L = mask.shape[-1]
-    return (L - 1) - mask.flip(-1).to(torch.uint8).argmax(dim=-1)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # ToolPO
 
@@ -140,7 +129,7 @@ def compute_toolpo_advantage(
         rewards = token_level_rewards.float()  # (bs, L)
         check_finite_rows("toolpo", rewards)
         trained = response_mask.bool()  # (bs, L)
-        first_tool, last = first_true(tool), last_true(trained)  # (bs,)
+        first_tool, last = segments.first_true(tool), segments.last_true(trained)  # (bs,)
         present = tool.any(dim=-1) & (first_tool != last)  # (bs,)
         r_action = torch.where(present, rewards.gather(1, first_tool.unsqueeze(-1)).squeeze(-1), 0.0)  # (bs,)
         r_succ = rewards.sum(dim=-1) - r_action  # (bs,)

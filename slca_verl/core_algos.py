@@ -6,9 +6,8 @@ Misattribution in Tool-Calling RL"). Switch an existing verl config to it with::
     algorithm.adv_estimator=slca_grpo \
     +algorithm.slca.lambda_tool=1.0 +algorithm.slca.lambda_sum=1.0   # optional, defaults shown
 
-Everything here is vectorised over the batch: no Python loop over samples, groups or tokens. For CPU tensors the two
-passes over the batch run in a small fused C++ kernel (:mod:`slca_verl.fused`, built on first use) when it can be
-built, else in the torch ops below; ``+algorithm.slca.kernel=torch`` forces the latter. Both give the same advantages.
+Everything here is plain vectorised torch over the whole batch, on the device the rewards live on: no Python loop
+over samples, groups or tokens.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 from verl.utils.groupwise import as_torch_index
 
-from slca_verl import fused, handover, segments, turn_credit
+from slca_verl import handover, segments, turn_credit
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +51,13 @@ def _masked_stats(values: torch.Tensor, present: torch.Tensor) -> tuple[float, f
     return float(sel.mean()), float(sel.std(unbiased=False)), float((sel == 0).float().mean())
 
 
-def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum) -> None:
+def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, tool, summary) -> None:
+    """:data:`SEGMENT_METRICS` of the call, into the trainer's hand-over (nothing is computed outside one)."""
     if not handover.collecting_metrics():
         return
     stats = {}
-    stats["slca/tool_tokens/mean"] = float(n_tool.mean()) if n_tool.numel() else 0.0
-    stats["slca/summary_tokens/mean"] = float(n_sum.mean()) if n_sum.numel() else 0.0
+    for seg, mask in (("tool", tool), ("summary", summary)):  # token counts per row, as float32
+        stats[f"slca/{seg}_tokens/mean"] = float(mask.sum(dim=-1, dtype=torch.float32).mean()) if len(mask) else 0.0
     for seg, r, a, has in (("tool", r_tool, a_tool, has_tool), ("summary", r_sum, a_sum, has_sum)):
         mean, std, zero = _masked_stats(a, has)
         stats[f"slca/has_{seg}/frac"] = float(has.float().mean()) if has.numel() else 0.0
@@ -142,9 +142,8 @@ def slca_settings(config: Any) -> dict:
     """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon,abstention_credit}`` and verl's
     own ``algorithm.norm_adv_by_std_in_grpo``.
 
-    ``kernel``: ``auto`` (default) uses the fused C++ kernel (:mod:`slca_verl.fused`) for CPU float32 rewards when it
-    can be built, else the torch path below; ``torch`` always uses the torch path. Both give the same advantages
-    (tests/estimator/test_fused_kernel.py), bit-identical to ``grpo_vectorized`` with one segment per response.
+    ``kernel``: no longer does anything (one plain torch implementation); accepted, with a warning once per process,
+    so that configs with ``+algorithm.slca.kernel=torch`` keep starting. It goes in the next release.
 
     ``abstention_credit`` (default false, the paper's behaviour) is carried out by the segment ids, not here:
     ``slca_tool_agent`` reads the same key and labels the first reply token of a rollout without a tool segment —
@@ -162,6 +161,14 @@ def slca_settings(config: Any) -> dict:
             accepted and has no effect: that mode credits a direct reply's decision itself).
     """
     cfg = estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
+    if "kernel" in (_cfg(config, "slca", {}) or {}):
+        _warn_once(
+            "kernel",
+            f"slca_grpo: algorithm.slca.kernel={cfg['kernel']} no longer does anything: the fused C++ kernel is gone "
+            "and slca_grpo has one plain torch implementation. The key is accepted until the next release; remove "
+            "it from your config. (Shown once.)",
+        )
+    del cfg["kernel"]
     if cfg["turn_min_pool"] < 0 or cfg["turn_min_pool"] != int(cfg["turn_min_pool"]):
         raise ValueError(
             f"slca_grpo: algorithm.slca.turn_min_pool={cfg['turn_min_pool']!r} must be a whole number >= 0"
@@ -184,8 +191,8 @@ def explicit_segment_ids(
     handed over (:func:`slca_verl.handover.current_segment_ids`), else None (segments from response_mask runs).
 
     Raises:
-        ValueError: ids whose shape differs from response_mask's, or float ids that are not whole numbers (the
-            fused kernel's int8 copy would otherwise truncate 0.5 to 0, an observation, without a word).
+        ValueError: ids whose shape differs from response_mask's, or float ids that are not whole numbers (named by
+            value and position).
     """
     if segment_ids is None:
         segment_ids = handover.current_segment_ids()
@@ -258,8 +265,8 @@ def finite_segment_rewards(
     token_level_rewards: torch.Tensor,
     r_tool: torch.Tensor,
     r_sum: torch.Tensor,
-    response_mask: torch.Tensor,
-    segment_ids: Optional[torch.Tensor],
+    tool: torch.Tensor,
+    summary: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(r_tool, r_sum)`` unchanged when every float32 segment sum is finite (the usual case, no extra pass).
 
@@ -270,7 +277,7 @@ def finite_segment_rewards(
     Args:
         token_level_rewards: `(torch.Tensor)` shape (bs, L), as the estimator received it.
         r_tool, r_sum: `(torch.Tensor)` shape (bs,) float32 segment sums.
-        response_mask, segment_ids: `(torch.Tensor)` shape (bs, L); ids None for response-mask runs.
+        tool, summary: `(torch.Tensor)` shape (bs, L) bool segment masks.
 
     Returns:
         r_tool, r_sum: `(torch.Tensor)` shape (bs,), float32 or (after an overflow) float64.
@@ -279,10 +286,6 @@ def finite_segment_rewards(
         return r_tool, r_sum
     if token_level_rewards.is_floating_point():
         check_finite_rows(estimator, token_level_rewards)
-    if segment_ids is None:
-        tool, summary = segments.segment_masks_from_response_mask(response_mask)
-    else:
-        tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
     rewards = token_level_rewards.double()
     logger.debug("%s: float32 segment sums overflowed; summed in float64", estimator)
     return (rewards * tool).sum(dim=-1), (rewards * summary).sum(dim=-1)
@@ -338,53 +341,6 @@ def group_zscore(
     return torch.where(keep, adv, torch.zeros_like(adv))
 
 
-#: Tokens per block of rows: a block's three float32 scratch buffers (2 MiB each) and its slice of the output stay
-#: in cache. Tuned on 2 cores (2^16 .. 2^20 tried; 2^19 fastest or level at every benchmark shape).
-BLOCK_TOKENS = 1 << 19
-
-
-def _row_blocks(bs: int, L: int) -> list[tuple[int, int]]:
-    """Row ranges [a, b) of about BLOCK_TOKENS tokens each. The estimator loops over these blocks (a few per
-    thousand responses), never over samples or tokens: every operation inside a block is a whole-tensor op."""
-    step = max(1, BLOCK_TOKENS // max(L, 1))
-    return [(a, min(a + step, bs)) for a in range(0, bs, step)]
-
-
-def _fused_advantages(module, token_level_rewards, response_mask, index, segment_ids, cfg) -> torch.Tensor:
-    """The estimator through the fused kernel (:mod:`slca_verl.fused`): same formulas, one read and one write per row.
-
-    The summary reward of a row without a tool segment is ``rewards.sum(-1)``, as verl's ``grpo_vectorized`` sums it,
-    so that with one segment per response the result stays bit-identical to it (unless a reward sits on a token
-    outside both segments, which this estimator ignores and verl's grpo does not)."""
-    rewards = token_level_rewards.float().contiguous()
-    mask = response_mask
-    if mask.dtype in (torch.float16, torch.bfloat16):  # the kernel reads bool, integer and float32/64 masks only
-        mask = mask.to(torch.float32)
-    mask = mask.contiguous()
-    mode = 0 if segment_ids is None else 1
-    ids = torch.empty(0, dtype=torch.int8) if segment_ids is None else segment_ids.to(torch.int8).contiguous()
-    if mode and segment_ids.dtype != torch.int8 and bool(((segment_ids < 0) | (segment_ids > 127)).any()):
-        # the int8 copy would wrap such ids into valid ones
-        segments.fill_masks_from_ids(
-            segment_ids.to(torch.float32), mask.to(torch.float32), torch.empty(segment_ids.shape)
-        )  # raises the torch path's error
-    r_tool, r_sum, has_tool, has_sum, start1, off, bad, n_tool, n_sum = module.pass1(rewards, mask, ids, mode)
-    if bool(bad.any()):  # the same errors as the torch path, from its own check on the offending rows
-        rows = bad.bool().nonzero().flatten()
-        segments.fill_masks_from_ids(
-            ids[rows].to(torch.float32), mask[rows].to(torch.float32), torch.empty(len(rows), ids.shape[1])
-        )
-        raise ValueError(f"slca_grpo: explicit segment ids are invalid in rows {rows[:5].tolist()}")  # (not reached)
-    total = rewards.sum(dim=-1)  # (bs,): NaN/inf anywhere in a row shows here (or a float32 overflow)
-    if not bool(torch.isfinite(total).all()) and token_level_rewards.is_floating_point():
-        check_finite_rows("slca_grpo", token_level_rewards)  # also on tokens outside both segments, as the torch path
-    r_sum = torch.where(has_tool | off.bool(), r_sum, total)
-    r_tool, r_sum = finite_segment_rewards("slca_grpo", token_level_rewards, r_tool, r_sum, response_mask, segment_ids)
-    a_tool, a_sum = _segment_advantages(r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg)
-    advantages = module.pass2(mask, ids, start1, a_tool.float().contiguous(), a_sum.float().contiguous(), mode)
-    return advantages.to(advantage_dtype(token_level_rewards, response_mask))
-
-
 _WARNED: set[str] = set()
 
 
@@ -408,36 +364,17 @@ def _warn_if_scalar_reward(r_tool: torch.Tensor, has_tool: torch.Tensor) -> None
     )
 
 
-def _segment_advantages(
-    r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """A^tool and A^sum, shape (bs,) each, from the segment rewards and presence flags (both implementations), with
-    the scalar-reward warning and the statistics of the ``slca_*`` trainer modes."""
-    _warn_if_scalar_reward(r_tool, has_tool)
-    gidx, num_groups = group_index(index, r_tool.device)
-    eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
-    a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)
-    a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)
-    _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, n_tool, n_sum)
-    return a_tool, a_sum
-
-
-def _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg) -> torch.Tensor:
+def _with_turn_credit(advantages, token_level_rewards, tool, summary, gidx, num_groups, cfg) -> torch.Tensor:
     """``credit=turn``: per-turn execution credit (:func:`slca_verl.turn_credit.per_turn_advantages`): every tool
     turn and every decision to reply credited with its return-to-go against a leave-one-out baseline; the summary
     keeps the segment mode's A^sum. ``credit=segment``: the advantages unchanged."""
     if cfg["credit"] != "turn":
         return advantages
-    if segment_ids is None:
-        tool, summary = segments.segment_masks_from_response_mask(response_mask)
-    else:
-        tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
-    gidx, num_groups = group_index(index, advantages.device)
     return turn_credit.per_turn_advantages(
         advantages,
         token_level_rewards,
-        tool.bool(),
-        summary.bool(),
+        tool,
+        summary,
         gidx,
         num_groups,
         cfg["epsilon"],
@@ -505,70 +442,34 @@ def compute_slca_grpo_advantage(
         advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
         return advantages, advantages
 
-    module = fused.load() if cfg["kernel"] == "auto" and fused.applies(token_level_rewards, response_mask) else None
-    if module is not None:
-        with torch.no_grad():
-            advantages = _fused_advantages(module, token_level_rewards, response_mask, index, segment_ids, cfg)
-            advantages = _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg)
-        return advantages, advantages
-
     with torch.no_grad():
-        rewards = token_level_rewards.float()
-        bs, L = rewards.shape
-        device = rewards.device
-        advantages = torch.empty_like(rewards)  # (bs, L): the only full-size allocation
-        r_tool = torch.empty(bs, dtype=torch.float32, device=device)
-        r_sum = torch.empty_like(r_tool)
-        has_tool = torch.empty(bs, dtype=torch.bool, device=device)
-        has_sum = torch.empty_like(has_tool)
-        want_stats = handover.collecting_metrics()  # token counts only for the trainer's metrics
-        n_tool = torch.zeros(bs if want_stats else 0, dtype=torch.float32, device=device)
-        n_sum = torch.zeros_like(n_tool)
+        if segment_ids is None:
+            tool, summary = segments.segment_masks_from_response_mask(response_mask)  # (bs, L) bool each
+        else:
+            tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
+        rewards = token_level_rewards.float()  # (bs, L)
+        tool_f, summary_f = tool.float(), summary.float()  # (bs, L) 0/1 (float x float: torch's fast CPU kernels)
+        # NaN * 0 is NaN: a NaN or inf anywhere in a row reaches both sums, and finite_segment_rewards names it
+        r_tool = (rewards * tool_f).sum(dim=-1)  # (bs,)  R^tool
+        r_sum = (rewards * summary_f).sum(dim=-1)  # (bs,)  R^sum
+        r_tool, r_sum = finite_segment_rewards("slca_grpo", token_level_rewards, r_tool, r_sum, tool, summary)
+        has_tool, has_sum = tool.any(dim=-1), summary.any(dim=-1)  # (bs,)
+        _warn_if_scalar_reward(r_tool, has_tool)
 
-        blocks = _row_blocks(bs, L)
-        step = blocks[0][1] if blocks else 0
-        tool_buf = torch.empty(step, L, dtype=torch.float32, device=device)  # block scratch, reused
-        sum_buf = torch.empty_like(tool_buf)
-        prod_buf = torch.empty_like(tool_buf)
-        pos1 = torch.arange(1, L + 1, dtype=torch.float32, device=device)
+        gidx, num_groups = group_index(index, rewards.device)  # (bs,) group ids in [0, G), and G
+        eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
+        a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)  A^tool
+        a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)  A^sum
+        _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, tool, summary)
 
-        # pass 1, per block of rows: float tool / summary masks, segment rewards R^tool, R^sum, and the segment
-        # code v = tool - summary (1 tool, -1 summary, 0 observation) parked in the advantages buffer. A NaN
-        # anywhere in a row's rewards reaches both sums (NaN * 0 = NaN).
-        for a, b in blocks:
-            tool, summary, prod = tool_buf[: b - a], sum_buf[: b - a], prod_buf[: b - a]
-            if segment_ids is not None:
-                tool.copy_(segment_ids[a:b])
-                segments.fill_masks_from_ids(tool, response_mask[a:b].to(torch.float32), summary)
-                has_sum[a:b] = summary.amax(dim=-1) > 0
-            else:
-                tool.copy_(response_mask[a:b])  # the float mask; becomes the tool mask
-                start1 = segments.fill_last_run_start(tool, summary, pos1)
-                segments.fill_masks_from_last_start(tool, start1, pos1, summary)
-                has_sum[a:b] = start1 > 0
-            r_tool[a:b] = torch.mul(rewards[a:b], tool, out=prod).sum(dim=-1)
-            r_sum[a:b] = torch.mul(rewards[a:b], summary, out=prod).sum(dim=-1)
-            has_tool[a:b] = tool.amax(dim=-1) > 0
-            if want_stats:
-                n_tool[a:b], n_sum[a:b] = tool.sum(dim=-1), summary.sum(dim=-1)
-            torch.sub(tool, summary, out=advantages[a:b])
-
-        # a NaN/inf in a row reaches both sums; so does a float32 overflow of finite rewards (then float64 sums)
-        r_tool, r_sum = finite_segment_rewards(
-            "slca_grpo", token_level_rewards, r_tool, r_sum, response_mask, segment_ids
-        )
-        a_tool, a_sum = _segment_advantages(r_tool, r_sum, has_tool, has_sum, n_tool, n_sum, index, cfg)
-        a_tool, a_sum = a_tool.float(), a_sum.float()
-
-        # pass 2, per block, in place: adv = v * (h_diff + h_sum * v) with h_diff = (A_tool - A_sum) / 2 and
-        # h_sum = (A_tool + A_sum) / 2, i.e. A_tool at v = 1, A_sum at v = -1, 0 at v = 0. A segment whose advantage
-        # is 0 gets exactly 0 (x/2 - x/2 = 0), and with a single segment the result is bit-identical to verl's grpo.
-        h_diff = (0.5 * (a_tool - a_sum)).unsqueeze(-1)  # (bs, 1)
-        h_sum = (0.5 * (a_tool + a_sum)).unsqueeze(-1)  # (bs, 1)
-        for a, b in blocks:
-            v = advantages[a:b]
-            # (mul + add_ rather than addcmul: out-of-place addcmul with broadcast operands is ~5x slower on CPU)
-            v.mul_(torch.mul(v, h_sum[a:b], out=sum_buf[: b - a]).add_(h_diff[a:b]))
-        advantages = advantages.to(advantage_dtype(token_level_rewards, response_mask))  # never truncated to int
-        advantages = _with_turn_credit(advantages, token_level_rewards, response_mask, index, segment_ids, cfg)
+        # adv = v * (h_diff + h_sum * v) with v = +1 on tool, -1 on summary, 0 on observation tokens and
+        # h_diff = (A^tool - A^sum) / 2, h_sum = (A^tool + A^sum) / 2: A^tool at v = 1, A^sum at v = -1, 0 at v = 0.
+        # A segment whose advantage is 0 gets exactly 0 (x/2 - x/2 = 0); with a single segment the result is
+        # bit-identical to verl's grpo_vectorized (v = -1 and halves are exact)
+        v = tool_f.sub_(summary_f)  # (bs, L), in tool_f's memory
+        h_diff = (0.5 * (a_tool.float() - a_sum.float())).unsqueeze(-1)  # (bs, 1)
+        h_sum = (0.5 * (a_tool.float() + a_sum.float())).unsqueeze(-1)  # (bs, 1)
+        advantages = (v * h_sum).add_(h_diff).mul_(v)  # (bs, L); in place: one (bs, L) allocation, not three
+        advantages = advantages.to(advantage_dtype(token_level_rewards, response_mask))
+        advantages = _with_turn_credit(advantages, token_level_rewards, tool, summary, gidx, num_groups, cfg)
     return advantages, advantages

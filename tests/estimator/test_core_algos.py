@@ -17,14 +17,6 @@ from slca_verl.core_algos import compute_slca_grpo_advantage
 EPS = 1e-6
 
 
-@pytest.fixture(autouse=True, params=["auto", "torch"])
-def kernel(request, monkeypatch):
-    """Every test runs through both implementations: the fused C++ kernel (``auto``, when it builds here) and the
-    torch path. ``algorithm.slca.kernel`` in a test's own config still wins."""
-    monkeypatch.setitem(core_algos.SLCA_DEFAULTS, "kernel", (request.param, *{"auto", "torch"} - {request.param}))
-    return request.param
-
-
 def zscore(values):
     """Hand formula: (x - mean) / (unbiased std + eps)."""
     n = len(values)
@@ -280,11 +272,9 @@ def test_vectorised_estimator_matches_a_plain_reference_loop(seed, bs, L, turns,
 
 
 def last_run_start(mask: torch.Tensor) -> torch.Tensor:
-    """0-based start of each row's last run of ones (L for a row without ones), by the estimator's kernel."""
-    mask_f = mask.to(torch.float32)
-    pos1 = torch.arange(1, mask_f.shape[1] + 1, dtype=torch.float32)
-    start1 = segments.fill_last_run_start(mask_f, torch.empty_like(mask_f), pos1).long()
-    return torch.where(start1 == 0, torch.full_like(start1, mask_f.shape[1]), start1 - 1)
+    """0-based start of each row's last run of ones (L for a row without ones), from the estimator's summary mask."""
+    _, summary = segments.segment_masks_from_response_mask(mask)
+    return torch.where(summary.any(-1), segments.first_true(summary), mask.shape[1])
 
 
 def test_segment_ids_from_mask_label_runs():
@@ -294,13 +284,11 @@ def test_segment_ids_from_mask_label_runs():
     assert last_run_start(mask).tolist() == [6, 0, 8]
 
 
-@pytest.mark.parametrize("block_tokens", [1, 50, 1 << 19])
-def test_results_do_not_depend_on_the_cache_block_size(monkeypatch, block_tokens):
-    """Groups straddle blocks of rows when blocks are small; both paths must still match the reference."""
+def test_runs_and_explicit_ids_with_episodes_cut_on_a_tool_turn_match_the_reference():
+    """Groups of 7 rows; every fourth episode ends on a tool turn, which only explicit ids can say."""
     rewards, mask, index = make_batch(5, bs=30, L=24, max_turns=3, group_size=7)
     ids = segments.segment_ids_from_response_mask(mask)
     ids[::4] = torch.where(ids[::4] == segments.SUMMARY, torch.tensor(segments.TOOL, dtype=torch.int8), ids[::4])
-    monkeypatch.setattr(core_algos, "BLOCK_TOKENS", block_tokens)
     runs, _ = compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
     explicit, _ = compute_slca_grpo_advantage(
         token_level_rewards=rewards, response_mask=mask, index=index, segment_ids=ids
@@ -353,3 +341,70 @@ def test_every_segment_metric_is_documented_in_the_method_page():
     page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "method.md"), encoding="utf-8").read()
     table = page[page.index("## Metrics") :]
     assert [k for k in SEGMENT_METRICS if f"`{k}`" not in table] == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# mask and id dtypes, rewards off the segments, bad ids
+
+
+def slca(rewards, mask, index, ids=None, config=None):
+    fn = get_adv_estimator_fn("slca_grpo")
+    return fn(token_level_rewards=rewards, response_mask=mask, index=index, segment_ids=ids, config=config)[0]
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.int64, torch.int32, torch.bool, torch.float32])
+def test_one_segment_per_response_is_bit_identical_to_verls_grpo_vectorized(mask_dtype):
+    g = torch.Generator().manual_seed(3)
+    mask = (torch.rand(48, 30, generator=g) > 0.2).to(torch.int64)
+    mask[:, 0] = 1
+    mask = torch.where(torch.arange(30) < torch.randint(5, 30, (48, 1), generator=g), torch.ones_like(mask), 0)
+    rewards = torch.randn(48, 30, generator=g) * mask  # dense rewards on one run per response
+    index = np.array([f"g{i // 6}" for i in range(48)], dtype=object)
+    verl, _ = get_adv_estimator_fn("grpo_vectorized")(token_level_rewards=rewards, response_mask=mask, index=index)
+    assert torch.equal(slca(rewards, mask.to(mask_dtype), index), verl)
+
+
+def test_rewards_outside_both_segments_are_ignored():
+    rewards, mask, index = make_batch(4, 24, 20, max_turns=3, group_size=4)
+    off_segments = rewards + (mask == 0) * 5.0  # a reward on every observation / padding token
+    assert torch.equal(slca(off_segments, mask, index), slca(rewards, mask, index))
+
+
+def test_bad_ids_and_non_finite_rewards_are_errors_that_say_what_is_wrong():
+    rewards, mask, index = make_batch(6, 8, 12, max_turns=2, group_size=4)
+    ids = segments.segment_ids_from_response_mask(mask)
+    for bad, message in (
+        (ids.masked_fill(mask == 0, segments.TOOL), "mark tokens with response_mask == 0"),
+        (ids.masked_fill(mask == 1, 7), "explicit segment ids must be"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            slca(rewards, mask, index, bad)
+    wide = ids.to(torch.int64)
+    wide[0, mask[0].bool()] = 257  # int8(257) would be 1, a valid id
+    with pytest.raises(ValueError, match="explicit segment ids must be"):
+        slca(rewards, mask, index, wide)
+    nan = rewards.clone()
+    nan[2, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"non-finite reward .* rows \[2\]"):
+        slca(nan, mask, index)
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_half_precision_mask_gives_the_float32_masks_advantages(mask_dtype, explicit):
+    rewards, mask, index = make_batch(10, 24, 18, max_turns=3, group_size=4, reward_at_ends=False)
+    ids = segments.segment_ids_from_response_mask(mask) if explicit else None
+    adv = slca(rewards, mask.to(mask_dtype), index, ids)
+    assert adv.dtype == torch.float32  # verl's grpo_vectorized dtype for these inputs
+    assert torch.equal(adv, slca(rewards, mask.to(torch.float32), index, ids)) and torch.count_nonzero(adv) > 0
+
+
+def test_the_retired_kernel_setting_is_accepted_with_one_warning_and_changes_nothing(two_groups, caplog, monkeypatch):
+    rewards, mask, index = two_groups
+    monkeypatch.setattr(core_algos, "_WARNED", set())
+    with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
+        for kernel in ("torch", "auto"):
+            adv = slca(rewards, mask, index, config={"slca": {"kernel": kernel}})
+            assert torch.equal(adv, slca(rewards, mask, index))
+    warnings = [r.getMessage() for r in caplog.records if "algorithm.slca.kernel" in r.getMessage()]
+    assert len(warnings) == 1 and "no longer does anything" in warnings[0]

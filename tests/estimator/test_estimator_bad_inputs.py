@@ -106,64 +106,56 @@ def batches(draw):
 def test_random_batches_give_finite_advantages_that_agree_with_the_reference(batch):
     rewards, mask, index = batch
     ref = reference_slca(rewards.double(), mask, index)
-    for config in (None, TORCH):  # the fused kernel (when it builds) and the torch path
-        adv, _ = run("slca_grpo", rewards, mask, index, config)
-        assert bool(torch.isfinite(adv).all())
-        assert bool(adv[mask == 0].eq(0).all())  # observations and padding never get credit
-        torch.testing.assert_close(adv.double(), ref, rtol=1e-4, atol=1e-4)
+    adv, _ = run("slca_grpo", rewards, mask, index)
+    assert bool(torch.isfinite(adv).all())
+    assert bool(adv[mask == 0].eq(0).all())  # observations and padding never get credit
+    torch.testing.assert_close(adv.double(), ref, rtol=1e-4, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Edges a fuzzer would reach. Each runs through the fused kernel (default) and the torch path.
-
-TORCH = {"slca": {"kernel": "torch"}}
-PATHS = pytest.mark.parametrize("config", [None, TORCH], ids=["auto", "torch"])
+# Edges a fuzzer would reach.
 
 
-@PATHS
-def test_finite_rewards_whose_float32_sums_overflow_are_summed_in_float64(config):
+def test_finite_rewards_whose_float32_sums_overflow_are_summed_in_float64():
     # each row: 3e38 on two tokens (finite in float32, max 3.4e38), so the row sums are ±6e38, past float32.
     # group a: 6e38, -6e38 -> mean 0, unbiased std 6e38 * sqrt(2): A = ±1/sqrt(2); group b: 6e38, 3e38 likewise.
     # Before: "non-finite reward (NaN or inf)" for rewards that were all finite.
     big = 3e38
     rewards = torch.tensor([[big, big, 0.0], [-big, -big, 0.0], [big, big, 0.0], [big, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0]] * 4)
-    adv, _ = run("slca_grpo", rewards, mask, uids(*"aabb"), config)
+    adv, _ = run("slca_grpo", rewards, mask, uids(*"aabb"))
     h = 1 / math.sqrt(2)
     assert adv[:, 0].tolist() == pytest.approx([h, -h, h, -h], rel=1e-6)
     assert torch.equal(adv[:, 0], adv[:, 1]) and adv[:, 2].eq(0).all() and adv.dtype == torch.float32
     assert torch.equal(mask, torch.tensor([[1.0, 1.0, 0.0]] * 4))  # the float64 path left the caller's mask alone
 
 
-@PATHS
-def test_overflowing_sums_in_tool_and_summary_segments_with_explicit_ids(config):
+def test_overflowing_sums_in_tool_and_summary_segments_with_explicit_ids():
     # tool segment (tokens 0-1) sums to ±6e38, summary (token 3) holds ordinary rewards 1 and 3: A^sum = ±1/sqrt(2)
     big = 3e38
     rewards = torch.tensor([[big, big, 0.0, 1.0], [-big, -big, 0.0, 3.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0, 1.0]] * 2)
     ids = torch.tensor([[1, 1, 0, 2]] * 2, dtype=torch.int8)
     fn = get_adv_estimator_fn("slca_grpo")
-    adv, _ = fn(token_level_rewards=rewards, response_mask=mask, index=uids("a", "a"), config=config, segment_ids=ids)
+    adv, _ = fn(token_level_rewards=rewards, response_mask=mask, index=uids("a", "a"), segment_ids=ids)
     h = 1 / math.sqrt(2)
     assert adv[:, 0].tolist() == pytest.approx([h, -h], rel=1e-6) and adv[:, 3].tolist() == pytest.approx([-h, h])
 
 
-@PATHS
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
-def test_a_nan_or_inf_in_the_rewards_is_still_named_non_finite(config, bad):
+def test_a_nan_or_inf_in_the_rewards_is_still_named_non_finite(bad):
     rewards = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, bad]])
     with pytest.raises(
         ValueError,
         match=r"slca_grpo: non-finite reward \(NaN or inf\) in token_level_rewards of "
         r"rows \[2\]",
     ):
-        run("slca_grpo", rewards, torch.tensor([[1.0, 0.0]] * 3), uids(*"aab"), config)
+        run("slca_grpo", rewards, torch.tensor([[1.0, 0.0]] * 3), uids(*"aab"))
 
 
-@PATHS
 @pytest.mark.parametrize("bad, shown", [(0.5, "0.5"), (1.25, "1.25"), (float("nan"), "nan"), (float("inf"), "inf")])
-def test_fractional_segment_ids_are_rejected_naming_the_value(config, bad, shown):
-    # before: the fused kernel's int8 copy truncated 0.5 to 0 (an observation) and trained on without a word
+def test_fractional_segment_ids_are_rejected_naming_the_value(bad, shown):
+    # a fractional id is no segment: the error names the value and where it sits
     ids = torch.tensor([[1.0, 2.0], [2.0, 2.0], [1.0, bad]])
     fn = get_adv_estimator_fn("slca_grpo")
     with pytest.raises(ValueError) as err:
@@ -171,7 +163,6 @@ def test_fractional_segment_ids_are_rejected_naming_the_value(config, bad, shown
             token_level_rewards=torch.ones(3, 2),
             response_mask=torch.ones(3, 2),
             index=uids(*"aab"),
-            config=config,
             segment_ids=ids,
         )
     assert str(err.value) == (
@@ -180,12 +171,11 @@ def test_fractional_segment_ids_are_rejected_naming_the_value(config, bad, shown
     )
 
 
-@PATHS
-def test_whole_float_segment_ids_give_the_int8_ids_result(config):
+def test_whole_float_segment_ids_give_the_int8_ids_result():
     rewards = torch.tensor([[0.5, 1.0], [0.0, 2.0], [1.0, 0.0]])
     ids8 = torch.tensor([[1, 2], [1, 2], [0, 2]], dtype=torch.int8)
     fn = get_adv_estimator_fn("slca_grpo")
-    kw = dict(token_level_rewards=rewards, response_mask=torch.ones(3, 2), index=uids(*"aaa"), config=config)
+    kw = dict(token_level_rewards=rewards, response_mask=torch.ones(3, 2), index=uids(*"aaa"))
     assert torch.equal(fn(**kw, segment_ids=ids8.float())[0], fn(**kw, segment_ids=ids8)[0])
 
 
@@ -193,15 +183,14 @@ REWARD_DTYPES = [torch.int64, torch.int32, torch.bool, torch.float16, torch.bflo
 MASK_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.bool, torch.int64, torch.float64]
 
 
-@PATHS
 @pytest.mark.parametrize("reward_dtype", REWARD_DTYPES, ids=str)
 @pytest.mark.parametrize("mask_dtype", MASK_DTYPES, ids=str)
-def test_the_advantage_dtype_is_verls_grpo_vectorized_dtype(config, reward_dtype, mask_dtype):
+def test_the_advantage_dtype_is_verls_grpo_vectorized_dtype(reward_dtype, mask_dtype):
     # one summary per response: slca_grpo is verl's grpo, so dtype and values must be verl's
     rewards = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     rewards, mask = rewards.to(reward_dtype), torch.tensor([[1, 1, 0]] * 5).to(mask_dtype)
     index = uids(*"aabbb")
-    ours, _ = run("slca_grpo", rewards, mask, index, config)
+    ours, _ = run("slca_grpo", rewards, mask, index)
     verl, _ = run("grpo_vectorized", rewards, mask, index)
     assert ours.dtype == verl.dtype
     torch.testing.assert_close(ours, verl, rtol=1e-5, atol=1e-6)
@@ -239,7 +228,6 @@ def test_a_group_of_equal_large_rewards_gets_zero_where_float32_means_miss_them(
     index = uids(*"aaabb")
     verl, _ = run("grpo_vectorized", rewards, mask, index)
     assert verl[:3, 0].abs().min() > 0.5  # the float32 artefact this guards against is real in verl
-    for config in (None, TORCH):
-        adv, _ = run("slca_grpo", rewards, mask, index, config)
-        assert adv[:3].eq(0).all()
-        assert torch.equal(adv[3:], verl[3:])  # other groups: still verl's arithmetic bit for bit
+    adv, _ = run("slca_grpo", rewards, mask, index)
+    assert adv[:3].eq(0).all()
+    assert torch.equal(adv[3:], verl[3:])  # other groups: still verl's arithmetic bit for bit
