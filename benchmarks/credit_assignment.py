@@ -19,8 +19,8 @@ One training step (on-policy, as verl's trainer does it with rollout.n = GROUP):
   5. PPO_EPOCHS passes of verl's ``vanilla`` policy loss (``get_policy_loss_fn``), token-mean, clip 0.2, Adam.
 
 Methods (estimator / layout): grpo / scalar (score = r_tool + r_sum on the last token), slca_grpo / slca,
-toolpo / toolpo, rltr / rltr (``slca_verl.baselines``), gdpo / scalar with ``gdpo_reward_keys = [r_tool, r_sum]``
-handed to verl's gdpo through ``non_tensor_batch``.
+toolpo / toolpo, rltr / rltr (``slca_verl.estimators.baselines``), gdpo / scalar with
+``gdpo_reward_keys = [r_tool, r_sum]`` handed to verl's gdpo through ``non_tensor_batch``.
 
 Metrics (all in the JSON, per run and aggregated as median and [min, max] over seeds):
   tool_acc            greedy decoding of all 24 tasks after the step: fraction with the right tool and city
@@ -59,8 +59,8 @@ from slca_verl.sgls import Simulator  # noqa: E402
 from slca_verl.toy import task as T  # noqa: E402
 from slca_verl.toy.policy import TinyPolicy  # noqa: E402
 
-try:  # the ToolPO / RLTR estimators and layouts (slca_verl.baselines); absent in older checkouts
-    import slca_verl.baselines  # noqa: F401
+try:  # the ToolPO / RLTR estimators and layouts (slca_verl.estimators.baselines); absent in older checkouts
+    import slca_verl.estimators.baselines  # noqa: F401
 
     HAVE_BASELINES = True
 except ImportError:

@@ -17,8 +17,8 @@ reward layout (``slca_verl.reward_layout``) writes the token-level rewards; the 
 ``algorithm.slca.credit=turn`` (``slca_turns``: HierR's ``step_rewards`` per turn). ``turn_index`` is the comparator
 RFC #7244 warns about: the per-turn rewards z-scored per turn index over the rows that reached that turn, no charge
 for the steps a row did not take. ``gigpo`` and ``mt_grpo`` are the registered comparators of
-``slca_verl.turn_baselines`` (GiGPO: episode + step advantage, steps grouped by state; MT-GRPO: outcome + turn
-advantage), on the same ``slca_turns`` rewards. The update is REINFORCE on the advantages (token mean, Adam).
+``slca_verl.estimators.turn_baselines`` (GiGPO: episode + step advantage, steps grouped by state; MT-GRPO: outcome
++ turn advantage), on the same ``slca_turns`` rewards. The update is REINFORCE on the advantages (token mean, Adam).
 
 Metrics (per run; median and [min, max] over seeds):
   p_gold              the policy's probability of the whole gold episode (every step right, then STOP), mean over
@@ -49,14 +49,14 @@ from machine import describe  # noqa: E402
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: E402
 
 import slca_verl  # noqa: E402,F401  (registers slca_grpo, gigpo, mt_grpo)
-from slca_verl.core_algos import group_index, group_zscore  # noqa: E402
+from slca_verl.estimators.common import group_index, group_zscore  # noqa: E402
+from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
+from slca_verl.estimators.turn_baselines import turn_index_zscores  # noqa: E402
+from slca_verl.estimators.turn_credit import turn_index, turn_rewards  # noqa: E402
 from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards.hierr import score_trajectory  # noqa: E402
 from slca_verl.rewards.judge import Verdict  # noqa: E402
-from slca_verl.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
 from slca_verl.toolcall import hermes  # noqa: E402
-from slca_verl.turn_baselines import turn_index_zscores  # noqa: E402
-from slca_verl.turn_credit import turn_index, turn_rewards  # noqa: E402
 
 TOOLS = ("search", "book", "pay")
 VALUES = ("a", "b", "c", "d")

@@ -35,8 +35,8 @@ another reply 1, plus N(0, sigma^2) noise; the method's reward layout
   grpo       verl's grpo, layout scalar
   slca_grpo  slca_grpo (segment-locked), layout slca
   per_turn   slca_grpo with algorithm.slca.credit=turn, layout slca_turns
-  gigpo      slca_verl.turn_baselines' gigpo (episode + step advantage, steps grouped by state), slca_turns
-  mt_grpo    slca_verl.turn_baselines' mt_grpo (outcome + per-turn-index z-score), slca_turns
+  gigpo      slca_verl.estimators.turn_baselines' gigpo (episode + step advantage, steps grouped by state), slca_turns
+  mt_grpo    slca_verl.estimators.turn_baselines' mt_grpo (outcome + per-turn-index z-score), slca_turns
 
 The update is REINFORCE on the advantages (token mean, Adam). STOP is the reply's first token (the decision token).
 
@@ -74,10 +74,10 @@ from machine import describe  # noqa: E402
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: E402
 
 import slca_verl  # noqa: E402,F401  (registers slca_grpo, gigpo, mt_grpo)
+from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
 from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards.hierr import HierRConfig, score_trajectory  # noqa: E402
 from slca_verl.rewards.judge import Verdict  # noqa: E402
-from slca_verl.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
 from slca_verl.toolcall import hermes  # noqa: E402
 
 TOOLS = ("search", "book", "pay", "weather", "time")

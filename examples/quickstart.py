@@ -176,8 +176,8 @@ def main(argv=None) -> dict:
     from verl.workers.config import FSDPActorConfig
 
     from slca_verl.agent_loop import SLCAToolAgentLoop
+    from slca_verl.estimators.segments import SUMMARY, TOOL
     from slca_verl.rewards import score_trajectory
-    from slca_verl.segments import SUMMARY, TOOL
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = prepare_rows(tmp)

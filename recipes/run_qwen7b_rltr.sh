@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# RLTR: the planner reward R_comp + R_repeat + R_error on tool-call tokens only (slca_verl.baselines.rltr).
+# RLTR: the planner reward R_comp + R_repeat + R_error on tool-call tokens only (slca_verl.estimators.baselines.rltr).
 # The authors start RLTR from a planner-only SFT checkpoint: set MODEL_PATH to one to match them.
 # Same data, model, budget, rollout, reward and evaluation as run_qwen7b_slca.sh; only ADV_ESTIMATOR differs.
 #   bash recipes/run_qwen7b_rltr.sh [extra hydra overrides]     (DRY_RUN=1 checks the config on CPU)

@@ -21,7 +21,7 @@ response tokens so that an estimator can recover them by summing over segments:
 Other estimators register their own layouts with :func:`register_layout`.
 
 A layout is ``fn(segment_ids, reward) -> (rm_scores, dropped)`` with ``segment_ids`` a 1-D int tensor of length L
-(:mod:`slca_verl.segments` ids), ``reward`` the reward dict, ``rm_scores`` a float32 tensor of length L and
+(:mod:`slca_verl.estimators.segments` ids), ``reward`` the reward dict, ``rm_scores`` a float32 tensor of length L and
 ``dropped`` the sum of components that had no segment to go to.
 """
 
@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import torch
 
-from slca_verl.segments import SUMMARY, TOOL
+from slca_verl.estimators.segments import SUMMARY, TOOL
 
 LayoutFn = Callable[[torch.Tensor, dict], "tuple[torch.Tensor, float]"]
 LAYOUT_REGISTRY: dict[str, LayoutFn] = {}

@@ -38,8 +38,8 @@ from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 
 from slca_verl import handover
+from slca_verl.estimators.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
 from slca_verl.reward_layout import finite_number
-from slca_verl.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import os
 import torch
 
 import slca_verl.plugin  # noqa: F401  first, as verl's entry point would: the CPU platform before any verl module
-from slca_verl.core_algos import explicit_segment_ids
-from slca_verl.segments import SUMMARY, TOOL
+from slca_verl.estimators.common import explicit_segment_ids
+from slca_verl.estimators.segments import SUMMARY, TOOL
 
 logger = logging.getLogger(__name__)
 FAULTS = ("sign", "to_summary")

@@ -71,7 +71,7 @@ def _rewards(r_tool, r_sum):
 @pytest.mark.parametrize("method", list(CA.METHODS))
 def test_every_method_gets_finite_advantages_from_verls_registry(method):
     if method in ("toolpo", "rltr") and not CA.HAVE_BASELINES:
-        pytest.skip("slca_verl.baselines not available")
+        pytest.skip("slca_verl.estimators.baselines not available")
     rewards = _rewards([0.4, 1.0, 0.8, 0.4], [0.0, 0.5, 1.0, 0.25])
     uids = np.array(["g"] * 4, dtype=object)
     prompts = torch.tensor([TASK.prompt_ids] * 4)

@@ -3,7 +3,7 @@
 import torch
 from fault_injection import break_advantages
 
-from slca_verl.segments import SUMMARY, TOOL
+from slca_verl.estimators.segments import SUMMARY, TOOL
 
 OBS = 0
 IDS = torch.tensor(

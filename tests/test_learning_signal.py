@@ -31,7 +31,7 @@ from transfer_queue.metadata import KVBatchMeta
 
 from slca_verl import handover
 from slca_verl.agent_loop.reward import compute_score
-from slca_verl.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
+from slca_verl.estimators.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
 from slca_verl.trainer import SLCASyncTrainer
 
 QUESTION = "LS what is the weather in Paris?"

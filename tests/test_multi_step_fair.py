@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL
 from slca_verl.reward_layout import step_reward_list
-from slca_verl.segments import OBSERVATION, SUMMARY, TOOL
 
 SEARCH, BOOK, PAY, WEATHER, TIME = range(len(F.TOOLS))
 

@@ -15,7 +15,8 @@ from conftest import make_batch
 from hydra import compose, initialize_config_dir
 from reference import reference_slca
 
-from slca_verl import handover, plugin, segments, trainer
+from slca_verl import handover, plugin, trainer
+from slca_verl.estimators import segments
 from slca_verl.trainer import SLCAColocateAsyncTrainer, SLCAHandover, SLCASeparateAsyncTrainer, SLCASyncTrainer
 
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
@@ -60,23 +61,24 @@ def test_a_bare_import_verl_registers_the_estimator_and_the_trainer_mode():
         """
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["slca_verl.core_algos", "SLCASyncTrainer"]
+    assert proc.stdout.split() == ["slca_verl.estimators.slca_grpo", "SLCASyncTrainer"]
 
 
 @pytest.mark.slow  # a fresh process importing verl (~7 s)
 def test_importing_a_plugin_module_first_still_registers_everything():
-    # a script whose first line imports core_algos used to start verl's plugin loading from inside the half-imported
-    # module: slca_sync and the baselines then failed to register (with a warning) and the run could not start
+    # a script whose first line imports the estimator module used to start verl's plugin loading from inside the
+    # half-imported module: slca_sync and the baselines then failed to register (with a warning) and the run could
+    # not start
     proc = run_python(
         """
-        from slca_verl.core_algos import compute_slca_grpo_advantage
+        from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
         from verl.trainer.ppo.core_algos import get_adv_estimator_fn
         from verl.trainer.ppo.v1 import get_trainer_cls
         print(get_trainer_cls("slca_sync").__name__, get_adv_estimator_fn("toolpo").__module__)
         """
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["SLCASyncTrainer", "slca_verl.baselines"]
+    assert proc.stdout.split() == ["SLCASyncTrainer", "slca_verl.estimators.baselines"]
     assert "failed to register" not in proc.stderr
 
 
@@ -104,10 +106,10 @@ def test_registration_is_idempotent():
 
 
 def test_a_failing_registration_logs_a_warning_naming_module_and_cause(monkeypatch, caplog):
-    monkeypatch.setattr(plugin, "REGISTERING_MODULES", ("slca_verl.core_algos", "slca_verl._no_such_module"))
+    monkeypatch.setattr(plugin, "REGISTERING_MODULES", ("slca_verl.estimators.slca_grpo", "slca_verl._no_such_module"))
     with caplog.at_level(logging.WARNING, logger="slca_verl.plugin"):
         status = plugin.register_all()
-    assert status == {"slca_verl.core_algos": True, "slca_verl._no_such_module": False}
+    assert status == {"slca_verl.estimators.slca_grpo": True, "slca_verl._no_such_module": False}
     (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "slca_verl._no_such_module" in record.getMessage()
     assert "ModuleNotFoundError" in record.getMessage()

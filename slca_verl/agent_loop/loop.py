@@ -52,8 +52,8 @@ from slca_verl.agent_loop.tools import (
     row_tool_schemas,
     tool_names,
 )
+from slca_verl.estimators.segments import SUMMARY, TOOL
 from slca_verl.reward_layout import credit_layout
-from slca_verl.segments import SUMMARY, TOOL
 from slca_verl.sgls.client import ServiceDown
 from slca_verl.toolcall.formats import get_format, parse_error_response
 from slca_verl.toolcall.rows import plain

@@ -25,13 +25,13 @@ from typing import Any
 import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
+from slca_verl.estimators.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY
 from slca_verl.reward_layout import LAYOUT_REGISTRY, finite_number, get_layout
-from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY
 
 logger = logging.getLogger(__name__)
 
 #: Modules that register further reward layouts when imported (looked up only for an unknown layout name).
-LAYOUT_MODULES = ("slca_verl.baselines",)
+LAYOUT_MODULES = ("slca_verl.estimators.baselines",)
 
 
 def resolve_layout(name: str):

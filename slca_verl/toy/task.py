@@ -66,7 +66,7 @@ PROMPT_LEN = 3
 RESPONSE_LEN = 3 + SUMMARY_LEN
 #: token ids each response slot may take (None: the slot is the tool response, filled with OBS)
 SLOT_CHOICES: list[list[int] | None] = [NAME_IDS, ARG_IDS, None] + [WORD_IDS] * SUMMARY_LEN
-#: per response slot: 1 tool, 0 observation, 2 summary (slca_verl.segments ids)
+#: per response slot: 1 tool, 0 observation, 2 summary (slca_verl.estimators.segments ids)
 SEGMENT_IDS = [1, 1, 0] + [2] * SUMMARY_LEN
 RESPONSE_MASK = [1, 1, 0] + [1] * SUMMARY_LEN
 

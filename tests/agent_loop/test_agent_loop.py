@@ -27,7 +27,7 @@ from slca_verl.agent_loop import (
     METRIC_KEYS,
     check_reward_config,
 )
-from slca_verl.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
+from slca_verl.estimators.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from agent_loop_helpers import (
 )
 from verl.experimental.agent_loop.tool_parser import ToolParser
 
-from slca_verl.segments import OBSERVATION, SUMMARY, TOOL
+from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL
 from slca_verl.toolcall.formats import get_format
 
 VERL_FORMATS = sorted(n for n in ToolParser._registry if n not in ("slca_hermes", "hermes"))

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from slca_verl.core_algos import compute_slca_grpo_advantage
+from slca_verl.estimators.segments import OBSERVATION as O
+from slca_verl.estimators.segments import SUMMARY as S
+from slca_verl.estimators.segments import TOOL as T
+from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
 from slca_verl.reward_layout import get_layout
-from slca_verl.segments import OBSERVATION as O
-from slca_verl.segments import SUMMARY as S
-from slca_verl.segments import TOOL as T
 
 
 def ids(*xs):

@@ -506,7 +506,7 @@ def test_plots_cli_names_a_missing_metrics_file_instead_of_a_traceback(tmp_path,
 
 
 def test_the_advantage_plot_draws_the_segment_spreads_slca_sync_logs_not_their_zero_means():
-    from slca_verl.core_algos import SEGMENT_METRICS
+    from slca_verl.estimators.slca_grpo import SEGMENT_METRICS
     from slca_verl.eval import plots
 
     series = {key: [(1, 0.0)] for key in SEGMENT_METRICS} | {"critic/advantages/mean": [(1, 0.0)]}

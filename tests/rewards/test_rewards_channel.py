@@ -23,13 +23,13 @@ from sgls_helpers import Reply, ScriptedServer
 from slca_verl.agent_loop.output import SLCAAgentLoopOutput
 from slca_verl.agent_loop.parser import parse_hermes_calls
 from slca_verl.agent_loop.reward import compute_score as loop_compute_score
-from slca_verl.core_algos import compute_slca_grpo_advantage
+from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL
+from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
 from slca_verl.handover import handed_over
 from slca_verl.rewards import HierRConfig, Verdict, score_trajectory
 from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.judge import build_messages
 from slca_verl.rewards.parsing import parse_turn_calls
-from slca_verl.segments import OBSERVATION, SUMMARY, TOOL
 from slca_verl.sgls import prompt as sgls_prompt
 
 GOLD = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]

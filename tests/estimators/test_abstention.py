@@ -13,12 +13,12 @@ from agent_loop_helpers import SUMMARY_TEXT, WEATHER, call, compose_config, make
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from slca_verl.agent_loop.loop import label_decision_token
+from slca_verl.estimators.segments import OBSERVATION as O
+from slca_verl.estimators.segments import SUMMARY as S
+from slca_verl.estimators.segments import TOOL as T
 from slca_verl.reward_layout import get_layout
 from slca_verl.rewards import HierRConfig, score_trajectory
 from slca_verl.rewards.judge import Verdict
-from slca_verl.segments import OBSERVATION as O
-from slca_verl.segments import SUMMARY as S
-from slca_verl.segments import TOOL as T
 
 IRRELEVANT = {"allowed_tools": ["get_weather"], "gold_tool_calls": [], "question_content": "Tell me a joke?"}
 CALL = call("get_weather", city="Paris")

@@ -22,7 +22,7 @@ tokens: the ``slca_turns`` layout puts HierR's per-step progress on the turn's l
 
 The baseline of a decision is built from other rows only, so it is independent of what row i did there: with
 ``norm_adv_by_std_in_grpo=False`` the expected update is exactly the policy gradient of the tool-side return
-E[sum_k r_k] (tests/estimator/test_turn_credit.py checks it by enumeration). With the default scale s_g the row
+E[sum_k r_k] (tests/estimators/test_turn_credit.py checks it by enumeration). With the default scale s_g the row
 takes part in its group's scale, GRPO's compromise (variance for a small bias). Stopping is credited like calling: a
 row that replies after step 1 while the others went on and earned is charged what they earned; a direct reply
 (K_i = 0) is decision 0 of its row, compared with the rows that called.
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import torch
 
-#: Per-turn statistics of a ``credit=turn`` call (added to core_algos.SEGMENT_METRICS' in the step logs), for
+#: Per-turn statistics of a ``credit=turn`` call (added to slca_grpo.SEGMENT_METRICS' in the step logs), for
 #: turns k = 1..3 (rows with at least k turns):
 TURN_METRICS = {
     "slca/turns/mean": "tool turns per response (over responses with a tool segment)",

@@ -8,8 +8,9 @@ recipe, rollout and reward as ``slca_grpo`` by one override::
 
 with the agent loop's ``reward_layout: slca_turns`` (HierR's per-turn ``step_rewards`` on each tool turn's last
 token, r_sum on the reply). Turns, replies and rows cut by a limit are read as ``slca_grpo`` reads them
-(:mod:`slca_verl.turn_credit`): explicit segment ids (argument or an ``slca_*`` trainer mode's hand-over), else
-response_mask runs. The outcome of row i is every reward it got, R_i = sum_k r_{i,k} + r_sum_i (what plain GRPO sees).
+(:mod:`slca_verl.estimators.turn_credit`): explicit segment ids (argument or an ``slca_*`` trainer mode's hand-over),
+else response_mask runs. The outcome of row i is every reward it got, R_i = sum_k r_{i,k} + r_sum_i (what plain GRPO
+sees).
 
 Neither estimator is segment-locked: the outcome advantage, judge noise included, reaches every token, as in the
 papers. docs/method.md ("Per-turn credit") compares them with ``credit=turn`` on ``benchmarks/multi_step.py``.
@@ -23,16 +24,17 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from slca_verl.baselines import estimator_masks
-from slca_verl.core_algos import (
+from slca_verl.estimators.common import (
     advantage_dtype,
     check_batch,
     check_finite_rows,
     estimator_settings,
     group_index,
     group_zscore,
+    segment_masks,
+    zero_advantages,
 )
-from slca_verl.turn_credit import decisions, turn_index, turn_rewards
+from slca_verl.estimators.turn_credit import decisions, turn_index, turn_rewards
 
 GIGPO_DEFAULTS = {"step_weight": 1.0, "gamma": 1.0, "epsilon": 1e-6, "mode": ("mean_norm", "mean_std_norm")}
 MT_GRPO_DEFAULTS = {"turn_weight": 1.0, "epsilon": 1e-6}
@@ -42,7 +44,7 @@ def _turns(name: str, token_level_rewards, response_mask, segment_ids):
     """Turn ids (bs, L), K_i (bs,), replied (bs,), the reply mask (bs, L) and the per-turn rewards (bs, H) in
     float64, with H the batch's largest turn count; a NaN or inf reward fails here, naming the estimator."""
     check_finite_rows(name, token_level_rewards.float())
-    tool, summary = estimator_masks(name, response_mask, segment_ids)
+    tool, summary = segment_masks(name, response_mask, segment_ids)
     tool, summary = tool.bool(), summary.bool()
     turn = turn_index(tool)
     n_turns = turn.amax(dim=-1)
@@ -65,11 +67,6 @@ def turn_index_zscores(r, n_turns, gidx, num_groups, epsilon, norm_by_std) -> to
         epsilon,
         norm_by_std,
     ).reshape(bs, horizon)
-
-
-def _empty(token_level_rewards, response_mask):
-    adv = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
-    return adv, adv
 
 
 def _place(turn, summary, per_turn, on_reply, on_all, token_level_rewards, response_mask) -> torch.Tensor:
@@ -120,7 +117,7 @@ def compute_gigpo_advantage(
     cfg = estimator_settings(config, "gigpo", "gigpo", GIGPO_DEFAULTS)
     check_batch("gigpo", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:
-        return _empty(token_level_rewards, response_mask)
+        return zero_advantages(token_level_rewards, response_mask)
     with torch.no_grad():
         turn, n_turns, replied, summary, r = _turns("gigpo", token_level_rewards, response_mask, segment_ids)
         r_sum = (token_level_rewards.double() * summary.double()).sum(dim=-1)  # (bs,)
@@ -206,7 +203,7 @@ def compute_mt_grpo_advantage(
     cfg = estimator_settings(config, "mt_grpo", "mt_grpo", MT_GRPO_DEFAULTS)
     check_batch("mt_grpo", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:
-        return _empty(token_level_rewards, response_mask)
+        return zero_advantages(token_level_rewards, response_mask)
     with torch.no_grad():
         turn, n_turns, _replied, summary, r = _turns("mt_grpo", token_level_rewards, response_mask, segment_ids)
         bs = r.shape[0]

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slca_verl import handover
-from slca_verl.core_algos import compute_slca_grpo_advantage
-from slca_verl.segments import OBSERVATION, SUMMARY, TOOL
+from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL
+from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
 
 TURN = {"slca": {"credit": "turn"}}
 

@@ -1,27 +1,38 @@
-"""Advantage estimators of slca-verl, registered in verl's ``ADV_ESTIMATOR_REGISTRY``.
-
-``slca_grpo`` — Segment-Locked Credit Assignment GRPO (arXiv 2609.29050, "Resolving Cross-Segment Credit
-Misattribution in Tool-Calling RL"). Switch an existing verl config to it with::
+"""``slca_grpo``, registered in verl's ``ADV_ESTIMATOR_REGISTRY``: Segment-Locked Credit Assignment GRPO (arXiv
+2609.29050, "Resolving Cross-Segment Credit Misattribution in Tool-Calling RL"). Switch an existing verl config to
+it with::
 
     algorithm.adv_estimator=slca_grpo \
     +algorithm.slca.lambda_tool=1.0 +algorithm.slca.lambda_sum=1.0   # optional, defaults shown
 
-Everything here is plain vectorised torch over the whole batch, on the device the rewards live on: no Python loop
-over samples, groups or tokens.
+Plain vectorised torch over the whole batch, on the device the rewards live on: no Python loop over samples, groups
+or tokens. Segment masks come from :mod:`slca_verl.estimators.segments`, settings, checks and group statistics from
+:mod:`slca_verl.estimators.common`, per-turn credit (``credit=turn``) from :mod:`slca_verl.estimators.turn_credit`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any, Optional
 
 import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
-from verl.utils.groupwise import as_torch_index
 
-from slca_verl import handover, segments, turn_credit
+from slca_verl import handover
+from slca_verl.estimators import turn_credit
+from slca_verl.estimators.common import (
+    advantage_dtype,
+    check_batch,
+    check_finite_rows,
+    config_value,
+    estimator_settings,
+    explicit_segment_ids,
+    group_index,
+    group_zscore,
+    segment_masks,
+    zero_advantages,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,65 +79,6 @@ def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, tool,
     handover.record_metrics(stats)
 
 
-def _cfg(config: Any, key: str, default: Any) -> Any:
-    """Read ``key`` from a DictConfig, dict, verl AlgoConfig dataclass or None."""
-    if config is None:
-        return default
-    if hasattr(config, "get"):
-        try:
-            value = config.get(key, default)
-        except Exception:  # a dataclass whose .get rejects unknown keys
-            value = getattr(config, key, default)
-    else:
-        value = getattr(config, key, default)
-    return default if value is None else value
-
-
-def estimator_settings(config: Any, estimator: str, section: str, known: dict) -> dict:
-    """``algorithm.<section>.*`` merged over the ``known`` defaults, plus verl's ``algorithm.norm_adv_by_std_in_grpo``.
-
-    Raises:
-        ValueError: a key under ``algorithm.<section>`` that is not in ``known`` (a typo would otherwise silently
-            train with the default).
-    """
-    values = _cfg(config, section, {}) or {}
-    unknown = set(values.keys()) - set(known)
-    if unknown:
-        raise ValueError(
-            f"{estimator}: unknown keys under algorithm.{section}: {sorted(unknown)}; known: {sorted(known)}"
-        )
-    out = {}
-    for k, default in known.items():
-        value = values.get(k, default)
-        if isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} must be true or false")
-            out[k] = value
-            continue
-        if isinstance(default, tuple):  # a choice: (default, *allowed)
-            if value is default:
-                value = default[0]
-            if value not in default:
-                raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} must be one of {list(default)}")
-            out[k] = value
-            continue
-        try:
-            if isinstance(value, bool):
-                raise TypeError
-            out[k] = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} is not a number") from None
-        if not math.isfinite(out[k]):
-            raise ValueError(f"{estimator}: algorithm.{section}.{k}={value!r} must be finite")
-    if "epsilon" in out and not out["epsilon"] > 0:
-        raise ValueError(
-            f"{estimator}: algorithm.{section}.epsilon={values.get('epsilon')!r} must be > 0 (it is added to the "
-            f"group std; with 0, a group of equal rewards gives 0/0 = NaN advantages)"
-        )
-    out["norm_adv_by_std_in_grpo"] = bool(_cfg(config, "norm_adv_by_std_in_grpo", True))
-    return out
-
-
 SLCA_DEFAULTS = {
     "lambda_tool": 1.0,
     "lambda_sum": 1.0,
@@ -153,15 +105,16 @@ def slca_settings(config: Any) -> dict:
 
     ``credit``: ``segment`` (default, the paper's) gives all tool tokens of a response one execution advantage;
     ``turn`` credits each tool turn, and each decision to reply, with its return-to-go against a leave-one-out
-    baseline (:mod:`slca_verl.turn_credit`; with the ``slca_turns`` reward layout, which puts each turn's step
-    reward on it). ``turn_min_pool`` (default 0): a decision that fewer other rows of its group made gets no credit.
+    baseline (:mod:`slca_verl.estimators.turn_credit`; with the ``slca_turns`` reward layout, which puts each turn's
+    step reward on it). ``turn_min_pool`` (default 0): a decision that fewer other rows of its group made gets no
+    credit.
 
     Raises:
         ValueError: an unknown key or a value of the wrong kind (``abstention_credit`` with ``credit=turn`` is
             accepted and has no effect: that mode credits a direct reply's decision itself).
     """
     cfg = estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
-    if "kernel" in (_cfg(config, "slca", {}) or {}):
+    if "kernel" in (config_value(config, "slca", {}) or {}):
         _warn_once(
             "kernel",
             f"slca_grpo: algorithm.slca.kernel={cfg['kernel']} no longer does anything: the fused C++ kernel is gone "
@@ -182,82 +135,6 @@ def slca_settings(config: Any) -> dict:
         )
         cfg["abstention_credit"] = False
     return cfg
-
-
-def explicit_segment_ids(
-    estimator: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
-) -> Optional[torch.Tensor]:
-    """The explicit ids an estimator should use: its ``segment_ids`` argument, else those an ``slca_*`` trainer
-    handed over (:func:`slca_verl.handover.current_segment_ids`), else None (segments from response_mask runs).
-
-    Raises:
-        ValueError: ids whose shape differs from response_mask's, or float ids that are not whole numbers (named by
-            value and position).
-    """
-    if segment_ids is None:
-        segment_ids = handover.current_segment_ids()
-    if segment_ids is not None and segment_ids.shape != response_mask.shape:
-        raise ValueError(
-            f"{estimator}: explicit segment ids have shape {tuple(segment_ids.shape)} but response_mask has "
-            f"{tuple(response_mask.shape)}; the agent loop must write one id per response token"
-        )
-    if segment_ids is not None:
-        segments.check_whole_ids(segment_ids, estimator)
-    return segment_ids
-
-
-def check_batch(estimator: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any) -> None:
-    """Raise a ValueError that says what is wrong with a batch, instead of a shape error from deep inside torch.
-
-    Checks: rewards and mask are 2-D with the same shape; ``index`` has one uid per row, none of them None or NaN
-    (such rows would silently form one group of unrelated prompts).
-    """
-    if token_level_rewards.dim() != 2 or tuple(response_mask.shape) != tuple(token_level_rewards.shape):
-        raise ValueError(
-            f"{estimator}: token_level_rewards has shape {tuple(token_level_rewards.shape)} and response_mask "
-            f"{tuple(response_mask.shape)}; both must be (batch_size, response_length)"
-        )
-    uids = np.asarray(index, dtype=object).reshape(-1) if index is not None else np.empty(0, dtype=object)
-    if len(uids) != token_level_rewards.shape[0]:
-        raise ValueError(
-            f"{estimator}: index (the uid of each response) has {len(uids)} entries for {token_level_rewards.shape[0]} "
-            f"responses; verl gives one uid per response"
-        )
-    missing = np.flatnonzero((uids == None) | (uids != uids))  # noqa: E711  (elementwise; NaN != NaN)
-    if missing.size:
-        raise ValueError(
-            f"{estimator}: the uid of rows {missing[:5].tolist()} is None or NaN; every response needs its prompt's uid"
-        )
-
-
-def advantage_dtype(token_level_rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.dtype:
-    """The dtype of the advantages, as verl's ``grpo_vectorized`` returns them (and ``grpo`` for float32/float64
-    rewards): ``promote_types(promote_types(rewards, float32), mask)``.
-
-    So integer, bool, float16 and bfloat16 rewards give float32 (verl's group statistics are float32, and integer
-    advantages would truncate to 0); float64 rewards, or a float64 mask, give float64. verl's loop ``grpo`` raises on
-    integer rewards (``mean()`` of a Long tensor), so integer input follows ``grpo_vectorized``.
-    """
-    return torch.promote_types(torch.promote_types(token_level_rewards.dtype, torch.float32), response_mask.dtype)
-
-
-def group_index(index: np.ndarray, device) -> tuple[torch.Tensor, int]:
-    """Group ids in [0, G) for verl's uid array, and G."""
-    gidx = as_torch_index(index, device=device)
-    return gidx, (int(gidx.max().item()) + 1 if gidx.numel() else 0)
-
-
-def check_finite_rows(estimator: str, per_row: torch.Tensor) -> None:
-    """Raise on NaN/inf in ``per_row`` (bs,) or (bs, L) values, naming the estimator and the first bad rows."""
-    bad_rows = ~torch.isfinite(per_row)
-    if bad_rows.dim() > 1:
-        bad_rows = bad_rows.any(dim=-1)
-    if bool(bad_rows.any()):
-        rows = bad_rows.nonzero().flatten()[:5].tolist()
-        raise ValueError(
-            f"{estimator}: non-finite reward (NaN or inf) in token_level_rewards of rows {rows}; check the reward "
-            f"function's output"
-        )
 
 
 def finite_segment_rewards(
@@ -291,56 +168,6 @@ def finite_segment_rewards(
     return (rewards * tool).sum(dim=-1), (rewards * summary).sum(dim=-1)
 
 
-def group_zscore(
-    scores: torch.Tensor,
-    present: torch.Tensor,
-    gidx: torch.Tensor,
-    num_groups: int,
-    epsilon: float,
-    norm_by_std: bool,
-) -> torch.Tensor:
-    """Z-score ``scores`` within each group over the rows where ``present`` holds.
-
-    Args:
-        scores: `(torch.Tensor)` shape (bs,) float.
-        present: `(torch.Tensor)` shape (bs,) bool; rows without the segment take no part and get 0.
-        gidx: `(torch.Tensor)` shape (bs,) long, group ids in [0, num_groups).
-        num_groups: G.
-        epsilon: added to the std.
-        norm_by_std: divide by the std (GRPO) or only centre (Dr.GRPO).
-
-    Returns:
-        `(torch.Tensor)` shape (bs,):
-        A_i = (r_i - mean_g) / (std_g + eps), mean and unbiased std over {j in g : present_j};
-        A_i = 0 where not present_i, fewer than 2 rows of g are present, or their rewards are all equal.
-
-    The arithmetic follows verl's ``group_mean_std`` step for step, so that with every row present the result is
-    bit-identical to ``grpo_vectorized`` (for groups of two or more). Where float32 overflows (reward differences
-    beyond ~1e19 square past float32's range; verl's estimators then give all-zero advantages), the statistics are
-    computed again in float64; nothing changes for rewards of ordinary size.
-    """
-    p = present.to(scores.dtype)
-    count = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, p)
-    s1 = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, scores * p)
-    mean = s1 / count.clamp_min(1.0)
-    centered = scores - mean[gidx]
-    sq = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device).index_add_(0, gidx, centered * centered * p)
-    std = torch.sqrt(torch.clamp(sq / (count - 1.0).clamp_min(1.0), min=0.0))
-    if scores.dtype == torch.float32 and not bool(torch.isfinite(std).all() & torch.isfinite(mean).all()):
-        return group_zscore(scores.double(), present, gidx, num_groups, epsilon, norm_by_std).float()
-    adv = centered / (std[gidx] + epsilon) if norm_by_std else centered
-    # a group whose present rewards are all equal teaches nothing: 0 exactly. float32's mean of equal values can miss
-    # them by an ulp (3 x 56347.414 -> 56347.418), and an ulp-sized std turns that into +-0.82 for every row (verl's
-    # grpo does; the float64 arithmetic gives 0)
-    big = torch.finfo(scores.dtype).max
-    hi = torch.full((num_groups,), -big, dtype=scores.dtype, device=scores.device)
-    lo = torch.full((num_groups,), big, dtype=scores.dtype, device=scores.device)
-    hi = hi.scatter_reduce(0, gidx, torch.where(present, scores, torch.full_like(scores, -big)), "amax")
-    lo = lo.scatter_reduce(0, gidx, torch.where(present, scores, torch.full_like(scores, big)), "amin")
-    keep = present & (count[gidx] >= 2) & (hi > lo)[gidx]
-    return torch.where(keep, adv, torch.zeros_like(adv))
-
-
 _WARNED: set[str] = set()
 
 
@@ -365,7 +192,7 @@ def _warn_if_scalar_reward(r_tool: torch.Tensor, has_tool: torch.Tensor) -> None
 
 
 def _with_turn_credit(advantages, token_level_rewards, tool, summary, gidx, num_groups, cfg) -> torch.Tensor:
-    """``credit=turn``: per-turn execution credit (:func:`slca_verl.turn_credit.per_turn_advantages`): every tool
+    """``credit=turn``: per-turn execution credit (:func:`turn_credit.per_turn_advantages`): every tool
     turn and every decision to reply credited with its return-to-go against a leave-one-out baseline; the summary
     keeps the segment mode's A^sum. ``credit=segment``: the advantages unchanged."""
     if cfg["credit"] != "turn":
@@ -429,7 +256,7 @@ def compute_slca_grpo_advantage(
     """
     cfg = slca_settings(config)
     check_batch("slca_grpo", token_level_rewards, response_mask, index)
-    segment_ids = explicit_segment_ids("slca_grpo", response_mask, segment_ids)
+    segment_ids = explicit_segment_ids("slca_grpo", response_mask, segment_ids)  # the argument, or the hand-over's
     if cfg["abstention_credit"] and segment_ids is None:
         _warn_once(
             "abstention_credit",
@@ -439,14 +266,10 @@ def compute_slca_grpo_advantage(
         )
 
     if token_level_rewards.numel() == 0:  # no responses, or zero-length responses: nothing to credit
-        advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
-        return advantages, advantages
+        return zero_advantages(token_level_rewards, response_mask)
 
     with torch.no_grad():
-        if segment_ids is None:
-            tool, summary = segments.segment_masks_from_response_mask(response_mask)  # (bs, L) bool each
-        else:
-            tool, summary = segments.segment_masks_from_ids(segment_ids, response_mask)
+        tool, summary = segment_masks("slca_grpo", response_mask, segment_ids)  # (bs, L) bool each
         rewards = token_level_rewards.float()  # (bs, L)
         tool_f, summary_f = tool.float(), summary.float()  # (bs, L) 0/1 (float x float: torch's fast CPU kernels)
         # NaN * 0 is NaN: a NaN or inf anywhere in a row reaches both sums, and finite_segment_rewards names it

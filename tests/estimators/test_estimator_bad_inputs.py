@@ -209,7 +209,7 @@ def test_integer_rewards_give_float32_advantages_equal_to_verls():
 
 
 def test_segment_masks_never_write_into_the_callers_float32_tensors():
-    from slca_verl import segments
+    from slca_verl.estimators import segments
 
     mask = torch.tensor([[1.0, 0.0, 1.0]])
     ids = torch.tensor([[1.0, 0.0, 2.0]])

@@ -13,11 +13,11 @@ from hydra import compose, initialize_config_dir
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from slca_verl import handover
-from slca_verl.baselines import compute_rltr_advantage, compute_toolpo_advantage
+from slca_verl.estimators.baselines import compute_rltr_advantage, compute_toolpo_advantage
+from slca_verl.estimators.segments import OBSERVATION as O
+from slca_verl.estimators.segments import SUMMARY as S
+from slca_verl.estimators.segments import TOOL as T
 from slca_verl.reward_layout import get_layout
-from slca_verl.segments import OBSERVATION as O
-from slca_verl.segments import SUMMARY as S
-from slca_verl.segments import TOOL as T
 
 EPS = 1e-6
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
@@ -232,7 +232,7 @@ MASK_DTYPES = [torch.float32, torch.bool, torch.int64, torch.bfloat16, torch.flo
 @pytest.mark.parametrize("reward_dtype", REWARD_DTYPES, ids=str)
 @pytest.mark.parametrize("mask_dtype", MASK_DTYPES, ids=str)
 def test_the_advantage_dtype_is_verls_grpo_vectorized_dtype(name, reward_dtype, mask_dtype):
-    """Same rule as slca_grpo (core_algos.advantage_dtype): never the rewards' own dtype, which would truncate
+    """Same rule as slca_grpo (common.advantage_dtype): never the rewards' own dtype, which would truncate
     integer advantages to 0 and round half-precision ones."""
     fn, vec = get_adv_estimator_fn(name), get_adv_estimator_fn("grpo_vectorized")
     index = np.array(["a", "a", "b", "b", "b"], dtype=object)

@@ -33,30 +33,22 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import compute_gdpo_outcome_advantage, register_adv_est
 
-from slca_verl import handover, segments
-from slca_verl.core_algos import (
+from slca_verl import handover
+from slca_verl.estimators import segments
+from slca_verl.estimators.common import (
     advantage_dtype,
     check_batch,
     check_finite_rows,
     estimator_settings,
-    explicit_segment_ids,
     group_index,
     group_zscore,
+    segment_masks,
+    zero_advantages,
 )
+from slca_verl.estimators.segments import TOOL
 from slca_verl.reward_layout import first_index, last_index, place, register_layout
-from slca_verl.segments import TOOL
 
 logger = logging.getLogger(__name__)
-
-
-def estimator_masks(
-    name: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tool and summary masks, bool (bs, L), from explicit ids (argument, then the trainer mode's hand-over) or runs."""
-    segment_ids = explicit_segment_ids(name, response_mask, segment_ids)
-    if segment_ids is None:
-        return segments.segment_masks_from_response_mask(response_mask)
-    return segments.segment_masks_from_ids(segment_ids, response_mask)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -98,7 +90,8 @@ def compute_toolpo_advantage(
         index: `(np.ndarray)` shape (bs,), group (uid) of each response.
         config: verl's ``algorithm`` config. Reads ``norm_adv_by_std_in_grpo`` and the optional
             ``algorithm.toolpo.{lambda_action, epsilon}`` (defaults 1.0, 1e-6).
-        segment_ids: optional `(torch.Tensor)` shape (bs, response_length), ids as in :mod:`slca_verl.segments`;
+        segment_ids: optional `(torch.Tensor)` shape (bs, response_length), ids as in
+            :mod:`slca_verl.estimators.segments`;
             else the ids an ``slca_*`` trainer mode handed over, else response_mask runs.
 
     Formula (group g, f_i = first tool token of i, l_i = last trained token of i):
@@ -113,17 +106,16 @@ def compute_toolpo_advantage(
     and for groups of two or more, this is exactly verl's ``grpo`` on R^succ.
 
     Returns:
-        advantages: `(torch.Tensor)` shape (bs, response_length), dtype
-            :func:`slca_verl.core_algos.advantage_dtype` (verl's ``grpo_vectorized`` rule, as ``slca_grpo``: float32
-            for integer / bool / float16 / bfloat16 rewards, float64 for float64 rewards or mask)
+        advantages: `(torch.Tensor)` shape (bs, response_length), dtype :func:`common.advantage_dtype` (verl's
+            ``grpo_vectorized`` rule, as ``slca_grpo``: float32 for integer / bool / float16 / bfloat16 rewards,
+            float64 for float64 rewards or mask)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = estimator_settings(config, "toolpo", "toolpo", {"lambda_action": 1.0, "epsilon": 1e-6})
     check_batch("toolpo", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
-        advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
-        return advantages, advantages
-    tool, _summary = estimator_masks("toolpo", response_mask, segment_ids)  # (bs, L) bool each
+        return zero_advantages(token_level_rewards, response_mask)
+    tool, _summary = segment_masks("toolpo", response_mask, segment_ids)  # (bs, L) bool each
 
     with torch.no_grad():
         rewards = token_level_rewards.float()  # (bs, L)
@@ -190,17 +182,16 @@ def compute_rltr_advantage(
     frozen summariser writes it.
 
     Returns:
-        advantages: `(torch.Tensor)` shape (bs, response_length), dtype
-            :func:`slca_verl.core_algos.advantage_dtype` (verl's ``grpo_vectorized`` rule, as ``slca_grpo``: float32
-            for integer / bool / float16 / bfloat16 rewards, float64 for float64 rewards or mask)
+        advantages: `(torch.Tensor)` shape (bs, response_length), dtype :func:`common.advantage_dtype` (verl's
+            ``grpo_vectorized`` rule, as ``slca_grpo``: float32 for integer / bool / float16 / bfloat16 rewards,
+            float64 for float64 rewards or mask)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
     cfg = estimator_settings(config, "rltr", "rltr", {"epsilon": 1e-6})
     check_batch("rltr", token_level_rewards, response_mask, index)
     if token_level_rewards.numel() == 0:  # no responses, or zero-length ones: nothing to credit
-        advantages = torch.zeros_like(token_level_rewards, dtype=advantage_dtype(token_level_rewards, response_mask))
-        return advantages, advantages
-    tool, _summary = estimator_masks("rltr", response_mask, segment_ids)
+        return zero_advantages(token_level_rewards, response_mask)
+    tool, _summary = segment_masks("rltr", response_mask, segment_ids)
 
     with torch.no_grad():
         rewards = token_level_rewards.float()

@@ -11,8 +11,9 @@ from conftest import make_batch
 from reference import reference_slca
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import core_algos, handover, segments
-from slca_verl.core_algos import compute_slca_grpo_advantage
+from slca_verl import handover
+from slca_verl.estimators import segments, slca_grpo
+from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
 
 EPS = 1e-6
 
@@ -219,8 +220,8 @@ def test_scalar_reward_on_the_last_token_warns_once_naming_the_agent_loop(two_gr
     scalar = torch.zeros_like(rewards)
     last = (mask.cumsum(-1) == mask.sum(-1, keepdim=True)) & (mask == 1)  # last trained token of each row
     scalar[last] = rewards.sum(-1).repeat_interleave(last.sum(-1))
-    monkeypatch.setattr(core_algos, "_WARNED", set())
-    with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
+    monkeypatch.setattr(slca_grpo, "_WARNED", set())
+    with caplog.at_level(logging.WARNING, logger="slca_verl.estimators.slca_grpo"):
         compute_slca_grpo_advantage(token_level_rewards=scalar, response_mask=mask, index=index)
         compute_slca_grpo_advantage(token_level_rewards=scalar, response_mask=mask, index=index)
     warnings = [r for r in caplog.records if "every tool-segment reward" in r.getMessage()]
@@ -228,8 +229,8 @@ def test_scalar_reward_on_the_last_token_warns_once_naming_the_agent_loop(two_gr
     assert "slca_tool_agent" in warnings[0].getMessage()
 
     caplog.clear()
-    monkeypatch.setattr(core_algos, "_WARNED", set())
-    with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
+    monkeypatch.setattr(slca_grpo, "_WARNED", set())
+    with caplog.at_level(logging.WARNING, logger="slca_verl.estimators.slca_grpo"):
         compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
     assert not [r for r in caplog.records if "every tool-segment reward" in r.getMessage()]
 
@@ -315,7 +316,7 @@ def test_segment_statistics_are_collected_when_asked(two_groups):
     with handover.handed_over() as inputs:
         compute_slca_grpo_advantage(token_level_rewards=rewards, response_mask=mask, index=index)
     stats = inputs.metrics
-    assert set(stats) == set(core_algos.SEGMENT_METRICS)
+    assert set(stats) == set(slca_grpo.SEGMENT_METRICS)
     # tool segments: rows 0, 1 (group a) and 3 (alone in group b -> advantage 0)
     assert stats["slca/has_tool/frac"] == pytest.approx(3 / 5)
     assert stats["slca/reward_tool/mean"] == pytest.approx((0.6 + 0.2 + 0.4) / 3)
@@ -336,7 +337,7 @@ def test_segment_statistics_are_collected_when_asked(two_groups):
 def test_every_segment_metric_is_documented_in_the_method_page():
     import os
 
-    from slca_verl.core_algos import SEGMENT_METRICS
+    from slca_verl.estimators.slca_grpo import SEGMENT_METRICS
 
     page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "method.md"), encoding="utf-8").read()
     table = page[page.index("## Metrics") :]
@@ -401,8 +402,8 @@ def test_a_half_precision_mask_gives_the_float32_masks_advantages(mask_dtype, ex
 
 def test_the_retired_kernel_setting_is_accepted_with_one_warning_and_changes_nothing(two_groups, caplog, monkeypatch):
     rewards, mask, index = two_groups
-    monkeypatch.setattr(core_algos, "_WARNED", set())
-    with caplog.at_level(logging.WARNING, logger="slca_verl.core_algos"):
+    monkeypatch.setattr(slca_grpo, "_WARNED", set())
+    with caplog.at_level(logging.WARNING, logger="slca_verl.estimators.slca_grpo"):
         for kernel in ("torch", "auto"):
             adv = slca(rewards, mask, index, config={"slca": {"kernel": kernel}})
             assert torch.equal(adv, slca(rewards, mask, index))

@@ -1,5 +1,5 @@
-"""GiGPO and MT-GRPO (slca_verl.turn_baselines): hand-computed groups, reached through verl's own registry and
-``compute_advantage`` with a hydra-composed ``algorithm`` config, and robust to any group."""
+"""GiGPO and MT-GRPO (slca_verl.estimators.turn_baselines): hand-computed groups, reached through verl's own registry
+and ``compute_advantage`` with a hydra-composed ``algorithm`` config, and robust to any group."""
 
 import math
 import os
@@ -15,7 +15,7 @@ from test_turn_credit import batch, row
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from slca_verl import handover
-from slca_verl.segments import OBSERVATION
+from slca_verl.estimators.segments import OBSERVATION
 
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
 
