@@ -14,7 +14,7 @@ away from the tool tokens.
 One training step (on-policy, as verl's trainer does it with rollout.n = GROUP):
   1. sample PROMPTS tasks, GROUP rollouts each (uid = one group);
   2. SGLS answers each call; HierR (``score_trajectory``) returns the reward dict;
-  3. the method's reward layout (``slca_verl.reward_layout.get_layout``) writes token-level rewards (bs, L);
+  3. the method's reward layout (``slca_verl.trainer.reward_layout.get_layout``) writes token-level rewards (bs, L);
   4. the method's estimator (``verl.trainer.ppo.core_algos.get_adv_estimator_fn``) gives advantages (bs, L);
   5. PPO_EPOCHS passes of verl's ``vanilla`` policy loss (``get_policy_loss_fn``), token-mean, clip 0.2, Adam.
 
@@ -53,11 +53,11 @@ import verl  # noqa: E402,F401  (loads the slca_verl plugin: slca_grpo, toolpo, 
 from omegaconf import OmegaConf
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn, get_policy_loss_fn  # noqa: E402
 
-from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards import HierRConfig, score_trajectory  # noqa: E402
 from slca_verl.sgls import Simulator  # noqa: E402
 from slca_verl.toy import task as T  # noqa: E402
 from slca_verl.toy.policy import TinyPolicy  # noqa: E402
+from slca_verl.trainer.reward_layout import get_layout  # noqa: E402
 
 try:  # the ToolPO / RLTR estimators and layouts (slca_verl.estimators.baselines); absent in older checkouts
     import slca_verl.estimators.baselines  # noqa: F401

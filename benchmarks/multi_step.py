@@ -12,7 +12,7 @@ for the reply word, so the methods differ only in the advantages they put on eac
 
 Every rollout is scored by the project's real code: HierR (``score_trajectory``) on the hermes text of its turns,
 with a judge that rates the reply word against the prompt's reference word plus N(0, sigma^2) noise; the method's
-reward layout (``slca_verl.reward_layout``) writes the token-level rewards; the advantages come from verl's
+reward layout (``slca_verl.trainer.reward_layout``) writes the token-level rewards; the advantages come from verl's
 ``grpo`` (layout ``scalar``), this project's ``slca_grpo`` (``slca``) and ``slca_grpo`` with
 ``algorithm.slca.credit=turn`` (``slca_turns``: HierR's ``step_rewards`` per turn). ``turn_index`` is the comparator
 RFC #7244 warns about: the per-turn rewards z-scored per turn index over the rows that reached that turn, no charge
@@ -53,10 +53,10 @@ from slca_verl.estimators.common import group_index, group_zscore  # noqa: E402
 from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
 from slca_verl.estimators.turn_baselines import turn_index_zscores  # noqa: E402
 from slca_verl.estimators.turn_credit import turn_index, turn_rewards  # noqa: E402
-from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards.hierr import score_trajectory  # noqa: E402
 from slca_verl.rewards.judge import Verdict  # noqa: E402
 from slca_verl.toolcall import hermes  # noqa: E402
+from slca_verl.trainer.reward_layout import get_layout  # noqa: E402
 
 TOOLS = ("search", "book", "pay")
 VALUES = ("a", "b", "c", "d")

@@ -30,7 +30,7 @@ Scoring and credit, as benchmarks/multi_step.py: the project's HierR (``score_tr
 on so that a direct reply is judged) on the hermes text of the turns and the JSON tool responses; a judge rating the
 reference reply 5 when the tool responses show what it reports, 3 when they do not (a "paid" without a payment),
 another reply 1, plus N(0, sigma^2) noise; the method's reward layout
-(``slca_verl.reward_layout``) writes the token rewards; advantages from verl's ``get_adv_estimator_fn``:
+(``slca_verl.trainer.reward_layout``) writes the token rewards; advantages from verl's ``get_adv_estimator_fn``:
 
   grpo       verl's grpo, layout scalar
   slca_grpo  slca_grpo (segment-locked), layout slca
@@ -75,10 +75,10 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # noqa: E402
 
 import slca_verl  # noqa: E402,F401  (registers slca_grpo, gigpo, mt_grpo)
 from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
-from slca_verl.reward_layout import get_layout  # noqa: E402
 from slca_verl.rewards.hierr import HierRConfig, score_trajectory  # noqa: E402
 from slca_verl.rewards.judge import Verdict  # noqa: E402
 from slca_verl.toolcall import hermes  # noqa: E402
+from slca_verl.trainer.reward_layout import get_layout  # noqa: E402
 
 TOOLS = ("search", "book", "pay", "weather", "time")
 ARG_KEY = {"search": "q", "book": "id", "pay": "ref", "weather": "city", "time": "city"}

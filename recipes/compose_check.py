@@ -61,8 +61,8 @@ def check_ppo(cfg) -> dict:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    from slca_verl import handover
-    from slca_verl.trainer import SLCAHandover, check_estimator_config
+    from slca_verl.trainer import handover
+    from slca_verl.trainer.modes import SLCAHandover, check_estimator_config
 
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
@@ -102,7 +102,7 @@ def check_ppo(cfg) -> dict:
     layout = None
     entry = _agent_loop_entry(cfg)
     if entry is not None:
-        from slca_verl.reward_layout import credit_layout, get_layout
+        from slca_verl.trainer.reward_layout import credit_layout, get_layout
 
         per_turn = estimator == "slca_grpo" and (algo.get("slca") or {}).get("credit") == "turn"
         layout = credit_layout(entry.get("reward_layout", "slca"), "turn" if per_turn else None)  # as slca_tool_agent

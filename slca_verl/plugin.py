@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 # Each module registers with one verl registry through its decorators, at import time.
 REGISTERING_MODULES = (
     "slca_verl.estimators.slca_grpo",  # advantage estimator: slca_grpo (per-turn credit included)
-    "slca_verl.trainer",  # v1 trainer modes: slca_sync, slca_colocate_async, slca_separate_async
+    "slca_verl.trainer.modes",  # v1 trainer modes: slca_sync, slca_colocate_async, slca_separate_async
     "slca_verl.agent_loop",  # agent loop: slca_tool_agent; tool-call format: slca_hermes
     "slca_verl.estimators.baselines",  # advantage estimators and reward layouts: toolpo, rltr
     "slca_verl.estimators.turn_baselines",  # advantage estimators: gigpo, mt_grpo (per-turn comparators)

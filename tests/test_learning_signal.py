@@ -29,10 +29,10 @@ from agent_loop_helpers import (
 )
 from transfer_queue.metadata import KVBatchMeta
 
-from slca_verl import handover
 from slca_verl.agent_loop.reward import compute_score
 from slca_verl.estimators.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
-from slca_verl.trainer import SLCASyncTrainer
+from slca_verl.trainer import handover
+from slca_verl.trainer.modes import SLCASyncTrainer
 
 QUESTION = "LS what is the weather in Paris?"
 GOLD = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]

@@ -12,8 +12,8 @@ import torch
 
 from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL  # noqa: E402
 from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage  # noqa: E402
-from slca_verl.reward_layout import get_layout, step_reward_list  # noqa: E402
 from slca_verl.toolcall import hermes  # noqa: E402
+from slca_verl.trainer.reward_layout import get_layout, step_reward_list  # noqa: E402
 
 PROMPTS = MS.make_prompts()
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL
-from slca_verl.reward_layout import step_reward_list
+from slca_verl.trainer.reward_layout import step_reward_list
 
 SEARCH, BOOK, PAY, WEATHER, TIME = range(len(F.TOOLS))
 

@@ -15,9 +15,10 @@ from conftest import make_batch
 from hydra import compose, initialize_config_dir
 from reference import reference_slca
 
-from slca_verl import handover, plugin, trainer
+from slca_verl import plugin
 from slca_verl.estimators import segments
-from slca_verl.trainer import SLCAColocateAsyncTrainer, SLCAHandover, SLCASeparateAsyncTrainer, SLCASyncTrainer
+from slca_verl.trainer import handover, modes
+from slca_verl.trainer.modes import SLCAColocateAsyncTrainer, SLCAHandover, SLCASeparateAsyncTrainer, SLCASyncTrainer
 
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
 BASE_OVERRIDES = [
@@ -234,7 +235,7 @@ def test_every_verl_trainer_mode_has_its_slca_counterpart():
     verl_modes = {m for m, cls in TRAINER_REGISTRY.items() if not issubclass(cls, SLCAHandover)}
     assert {"sync", "colocate_async", "separate_async"} <= verl_modes
     for mode in verl_modes:
-        cls = get_trainer_cls(trainer.PREFIX + mode)
+        cls = get_trainer_cls(modes.PREFIX + mode)
         assert issubclass(cls, SLCAHandover) and issubclass(cls, get_trainer_cls(mode))
         assert cls.base_mode == mode
         # the hand-over's advantage step comes first in the method order, verl's mode keeps everything else
@@ -309,8 +310,8 @@ def test_a_bad_estimator_setting_fails_at_start_up_naming_the_key(cls, overrides
     cfg = compose_ppo(*overrides, f"trainer.v1.trainer_mode=slca_{cls.base_mode}")
     with pytest.raises(ValueError, match=message):
         cls(cfg)
-    trainer.check_estimator_config(compose_ppo("algorithm.adv_estimator=slca_grpo").algorithm)  # defaults pass
-    trainer.check_estimator_config(compose_ppo("algorithm.adv_estimator=grpo").algorithm)  # verl's: left to verl
+    modes.check_estimator_config(compose_ppo("algorithm.adv_estimator=slca_grpo").algorithm)  # defaults pass
+    modes.check_estimator_config(compose_ppo("algorithm.adv_estimator=grpo").algorithm)  # verl's: left to verl
 
 
 def test_slca_sync_trainer_fails_clearly_when_rows_lack_segment_ids(transfer_queue):
@@ -358,7 +359,7 @@ def test_slca_sync_hands_segment_ids_to_the_baseline_estimators_too(transfer_que
 def test_reward_extra_metrics_average_every_numeric_key_and_skip_the_rest():
     import numpy as np
 
-    from slca_verl.trainer import reward_extra_metrics
+    from slca_verl.trainer.modes import reward_extra_metrics
 
     rows = [
         {"r_tool": 1.0, "success": True, "reason": "ok", "n": np.int64(3), "bad": float("nan")},

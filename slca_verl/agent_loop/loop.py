@@ -53,11 +53,11 @@ from slca_verl.agent_loop.tools import (
     tool_names,
 )
 from slca_verl.estimators.segments import SUMMARY, TOOL
-from slca_verl.reward_layout import credit_layout
 from slca_verl.sgls.client import ServiceDown
 from slca_verl.toolcall.formats import get_format, parse_error_response
 from slca_verl.toolcall.rows import plain
 from slca_verl.toolcall.text import truncate
+from slca_verl.trainer.reward_layout import credit_layout
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from slca_verl.estimators.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY
-from slca_verl.reward_layout import LAYOUT_REGISTRY, finite_number, get_layout
+from slca_verl.trainer.reward_layout import LAYOUT_REGISTRY, finite_number, get_layout
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class SLCAAgentLoopOutput(AgentLoopOutput):
     segment_ids: list[int] = []
     """One segment id per response token (same length as response_mask)."""
     reward_layout: str = "slca"
-    """Name of the reward layout (slca_verl.reward_layout) applied to the reward in ``as_dict``."""
+    """Name of the reward layout (slca_verl.trainer.reward_layout) applied to the reward in ``as_dict``."""
 
     def as_dict(self) -> dict[str, Any]:
         output = super().as_dict()

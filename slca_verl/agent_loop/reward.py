@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from slca_verl.agent_loop.loop import METRIC_KEYS
-from slca_verl.reward_layout import finite_number
 from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.compute_score import get_judge
 from slca_verl.rewards.hierr import HierRConfig, empty_result, score_trajectory
 from slca_verl.toolcall.rows import plain
+from slca_verl.trainer.reward_layout import finite_number
 
 TRAJECTORY_KEY = "slca_trajectory"
 METRICS_KEY = "slca_agent_metrics"

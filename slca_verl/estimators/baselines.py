@@ -6,7 +6,7 @@ re-implemented them), so a baseline run differs from the SLCA run by one overrid
     algorithm.adv_estimator=toolpo +algorithm.toolpo.lambda_action=1.0      # ToolPO
     algorithm.adv_estimator=rltr                                            # RLTR (planner tokens only)
 
-and the agent loop's reward layout of the same name (``toolpo`` / ``rltr``, see :mod:`slca_verl.reward_layout`)
+and the agent loop's reward layout of the same name (``toolpo`` / ``rltr``, see :mod:`slca_verl.trainer.reward_layout`)
 places HierR's ``toolpo_*`` / ``rltr_*`` keys (:mod:`slca_verl.rewards.baseline_rewards`) where the estimator reads
 them.
 
@@ -14,13 +14,13 @@ The third baseline, GDPO, is verl's own ``gdpo`` (``compute_gdpo_outcome_advanta
 components from ``non_tensor_batch``: only verl's legacy trainer fills it, and verl 0.9.1's v1 trainer hands an
 estimator ``uid`` alone, so ``gdpo`` fails there on its own assertion. ``gdpo_v1`` is the same function for the v1
 trainer: the ``slca_*`` trainer modes fetch the rows' ``reward_extra_info`` from TransferQueue and hand the
-``algorithm.gdpo_reward_keys`` components to it (:mod:`slca_verl.handover`), so GDPO runs in the same trainer, with
-the same rollout and reward, as every other method::
+``algorithm.gdpo_reward_keys`` components to it (:mod:`slca_verl.trainer.handover`), so GDPO runs in the same
+trainer, with the same rollout and reward, as every other method::
 
     algorithm.adv_estimator=gdpo_v1 trainer.v1.trainer_mode=slca_sync '+algorithm.gdpo_reward_keys=[r_tool,r_sum]'
 
-Segments follow ``slca_grpo`` exactly: explicit ids (keyword ``segment_ids`` or
-those an ``slca_*`` trainer mode handed over, :mod:`slca_verl.handover`), else response_mask runs (last run = summary).
+Segments follow ``slca_grpo`` exactly: explicit ids (keyword ``segment_ids`` or those an ``slca_*`` trainer mode
+handed over, :mod:`slca_verl.trainer.handover`), else response_mask runs (last run = summary).
 Everything is vectorised over the batch: no Python loop over samples, groups or tokens.
 """
 
@@ -33,7 +33,6 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import compute_gdpo_outcome_advantage, register_adv_est
 
-from slca_verl import handover
 from slca_verl.estimators import segments
 from slca_verl.estimators.common import (
     advantage_dtype,
@@ -46,7 +45,8 @@ from slca_verl.estimators.common import (
     zero_advantages,
 )
 from slca_verl.estimators.segments import TOOL
-from slca_verl.reward_layout import first_index, last_index, place, register_layout
+from slca_verl.trainer import handover
+from slca_verl.trainer.reward_layout import first_index, last_index, place, register_layout
 
 logger = logging.getLogger(__name__)
 

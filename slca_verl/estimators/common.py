@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from verl.utils.groupwise import as_torch_index
 
-from slca_verl import handover
 from slca_verl.estimators.segments import check_whole_ids, segment_masks_from_ids, segment_masks_from_response_mask
+from slca_verl.trainer import handover
 
 
 def config_value(config: Any, key: str, default: Any) -> Any:
@@ -83,7 +83,7 @@ def explicit_segment_ids(
     estimator: str, response_mask: torch.Tensor, segment_ids: Optional[torch.Tensor]
 ) -> Optional[torch.Tensor]:
     """The explicit ids an estimator should use: its ``segment_ids`` argument, else those an ``slca_*`` trainer
-    handed over (:func:`slca_verl.handover.current_segment_ids`), else None (segments from response_mask runs).
+    handed over (:func:`slca_verl.trainer.handover.current_segment_ids`), else None (segments from response_mask runs).
 
     Raises:
         ValueError: ids whose shape differs from response_mask's, or float ids that are not whole numbers (named by

@@ -17,7 +17,7 @@ Two ways to obtain them:
   run is the summary, earlier runs are tool calls. A single run is a summary only. This is the authors' rule; it
   mislabels an episode cut by a length or turn limit (it ends on a tool-call turn, which becomes "summary").
 * **Explicit ids** written per token by ``slca_tool_agent`` (which knows which turns carried calls) and delivered
-  to the estimator by the ``slca_*`` trainer modes (:mod:`slca_verl.handover`).
+  to the estimator by the ``slca_*`` trainer modes (:mod:`slca_verl.trainer.handover`).
 """
 
 from __future__ import annotations

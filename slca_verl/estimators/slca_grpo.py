@@ -19,7 +19,6 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est
 
-from slca_verl import handover
 from slca_verl.estimators import turn_credit
 from slca_verl.estimators.common import (
     advantage_dtype,
@@ -33,6 +32,7 @@ from slca_verl.estimators.common import (
     segment_masks,
     zero_advantages,
 )
+from slca_verl.trainer import handover
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ def compute_slca_grpo_advantage(
             ``algorithm.slca.{lambda_tool, lambda_sum, epsilon}`` (defaults 1.0, 1.0, 1e-6).
         segment_ids: optional `(torch.Tensor)` shape (bs, response_length) with
             0 = observation, 1 = tool, 2 = summary. When absent, the ids an ``slca_*`` trainer mode handed
-            over (:mod:`slca_verl.handover`) are used, else segments come from response_mask
+            over (:mod:`slca_verl.trainer.handover`) are used, else segments come from response_mask
             runs (last run = summary, earlier runs = tool).
 
     Formula, for segment s in {tool, sum} and group g:

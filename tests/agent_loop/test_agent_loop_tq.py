@@ -27,7 +27,7 @@ from reference import reference_slca
 
 from slca_verl.agent_loop.reward import compute_score
 from slca_verl.estimators.segments import OBSERVATION, SEGMENT_IDS_FIELD, SUMMARY, TOOL
-from slca_verl.trainer import SLCASyncTrainer
+from slca_verl.trainer.modes import SLCASyncTrainer
 
 # One GRPO group (same uid): tool+summary, two tool turns+summary, no call, and one cut by the turn limit.
 GROUP = {

@@ -16,9 +16,9 @@ from slca_verl.agent_loop.loop import label_decision_token
 from slca_verl.estimators.segments import OBSERVATION as O
 from slca_verl.estimators.segments import SUMMARY as S
 from slca_verl.estimators.segments import TOOL as T
-from slca_verl.reward_layout import get_layout
 from slca_verl.rewards import HierRConfig, score_trajectory
 from slca_verl.rewards.judge import Verdict
+from slca_verl.trainer.reward_layout import get_layout
 
 IRRELEVANT = {"allowed_tools": ["get_weather"], "gold_tool_calls": [], "question_content": "Tell me a joke?"}
 CALL = call("get_weather", city="Paris")

@@ -12,12 +12,12 @@ from conftest import make_batch
 from hydra import compose, initialize_config_dir
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import handover
 from slca_verl.estimators.baselines import compute_rltr_advantage, compute_toolpo_advantage
 from slca_verl.estimators.segments import OBSERVATION as O
 from slca_verl.estimators.segments import SUMMARY as S
 from slca_verl.estimators.segments import TOOL as T
-from slca_verl.reward_layout import get_layout
+from slca_verl.trainer import handover
+from slca_verl.trainer.reward_layout import get_layout
 
 EPS = 1e-6
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")

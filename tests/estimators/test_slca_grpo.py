@@ -11,9 +11,9 @@ from conftest import make_batch
 from reference import reference_slca
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import handover
 from slca_verl.estimators import segments, slca_grpo
 from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
+from slca_verl.trainer import handover
 
 EPS = 1e-6
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from test_turn_credit import batch, row
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-from slca_verl import handover
 from slca_verl.estimators.segments import OBSERVATION
+from slca_verl.trainer import handover
 
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
 

@@ -12,9 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slca_verl import handover
 from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL
 from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
+from slca_verl.trainer import handover
 
 TURN = {"slca": {"credit": "turn"}}
 
@@ -319,7 +319,7 @@ def test_hierr_scores_each_tool_turn_against_the_gold_step_it_answers():
 
 
 def test_the_turns_layout_puts_each_step_reward_on_its_turn():
-    from slca_verl.reward_layout import get_layout
+    from slca_verl.trainer.reward_layout import get_layout
 
     ids = torch.tensor([TOOL, TOOL, OBSERVATION, TOOL, OBSERVATION, SUMMARY, SUMMARY], dtype=torch.int8)
     rm, dropped = get_layout("slca_turns")(ids, {"step_rewards": "[0.5, 0.25, 0.75]", "r_tool": 9.0, "r_sum": 0.4})

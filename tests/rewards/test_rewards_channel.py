@@ -25,12 +25,12 @@ from slca_verl.agent_loop.parser import parse_hermes_calls
 from slca_verl.agent_loop.reward import compute_score as loop_compute_score
 from slca_verl.estimators.segments import OBSERVATION, SUMMARY, TOOL
 from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
-from slca_verl.handover import handed_over
 from slca_verl.rewards import HierRConfig, Verdict, score_trajectory
 from slca_verl.rewards import compute_score as decoded_compute_score
 from slca_verl.rewards.judge import build_messages
 from slca_verl.rewards.parsing import parse_turn_calls
 from slca_verl.sgls import prompt as sgls_prompt
+from slca_verl.trainer.handover import handed_over
 
 GOLD = [[{"name": "get_weather", "arguments": {"city": "Paris"}}]]
 GT = {"allowed_tools": ["get_weather"], "gold_tool_calls": GOLD, "question_content": "Weather in Paris?"}

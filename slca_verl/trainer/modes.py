@@ -10,7 +10,7 @@ registers one ``slca_`` counterpart of each, so the rule is: keep the mode you u
 Each is verl's trainer of that mode, unchanged, except its advantage step (:meth:`SLCAHandover._compute_advantage`):
 it fetches what the estimator needs beyond verl's arguments from TransferQueue with the batch — the agent loop's
 per-token ``slca_segment_ids`` for the estimators that read them, every row's ``reward_extra_info`` — hands it over
-in one :class:`slca_verl.handover.EstimatorInputs` around verl's own advantage call, and logs the estimator's
+in one :class:`slca_verl.trainer.handover.EstimatorInputs` around verl's own advantage call, and logs the estimator's
 ``slca/*`` statistics, the batch means of the reward's extra keys (``reward_extra/r_tool/mean`` ...,
 :func:`reward_extra_metrics`; verl's v1 trainer logs them for validation only) and the judge-noise leak
 (``slca/corr_adv_tool_judge_noise``). With an estimator that reads none of it (e.g. ``grpo``) it is verl's trainer
@@ -37,9 +37,9 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync, PPOTrainerSync
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 
-from slca_verl import handover
 from slca_verl.estimators.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
-from slca_verl.reward_layout import finite_number
+from slca_verl.trainer import handover
+from slca_verl.trainer.reward_layout import finite_number
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ PREFIX = "slca_"
 
 class SLCAHandover:
     """Mixin for a verl v1 trainer class: its advantage step hands the estimator the batch's segment ids and reward
-    components (:mod:`slca_verl.handover`) and logs the ``slca/*`` and ``reward_extra/*`` metrics. ``base_mode`` is
-    the verl mode of the class it is mixed into."""
+    components (:mod:`slca_verl.trainer.handover`) and logs the ``slca/*`` and ``reward_extra/*`` metrics.
+    ``base_mode`` is the verl mode of the class it is mixed into."""
 
     base_mode: str = ""
 

@@ -8,7 +8,7 @@ from slca_verl.estimators.segments import OBSERVATION as O
 from slca_verl.estimators.segments import SUMMARY as S
 from slca_verl.estimators.segments import TOOL as T
 from slca_verl.estimators.slca_grpo import compute_slca_grpo_advantage
-from slca_verl.reward_layout import get_layout
+from slca_verl.trainer.reward_layout import get_layout
 
 
 def ids(*xs):

@@ -2,7 +2,7 @@
 
 verl's ``compute_advantage`` calls a registered estimator with ``token_level_rewards``, ``response_mask``, ``index``,
 ``config`` and ``norm_adv_by_std_in_grpo`` only. Some estimators need more of the batch, which verl's v1 trainers
-keep in TransferQueue but do not pass; the ``slca_<mode>`` trainers (:mod:`slca_verl.trainer`, one per v1 trainer
+keep in TransferQueue but do not pass; the ``slca_<mode>`` trainers (:mod:`slca_verl.trainer.modes`, one per v1 trainer
 mode verl registers) fetch it with the batch and hand it over here, in one place, for the duration of verl's
 advantage call::
 
@@ -17,7 +17,7 @@ advantage call::
 Outside a hand-over (verl's own trainers, unit tests that call an estimator directly) :func:`current` returns None:
 segment-aware estimators fall back to response_mask runs and record no metrics, and ``gdpo_v1`` refuses to run.
 Per-turn step rewards need no hand-over: the agent loop's ``slca_turns`` reward layout puts them on the tokens of
-``rm_scores`` (:mod:`slca_verl.reward_layout`), which verl passes as ``token_level_rewards``.
+``rm_scores`` (:mod:`slca_verl.trainer.reward_layout`), which verl passes as ``token_level_rewards``.
 """
 
 from __future__ import annotations
