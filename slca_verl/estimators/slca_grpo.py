@@ -271,10 +271,9 @@ def compute_slca_grpo_advantage(
     with torch.no_grad():
         tool, summary = segment_masks("slca_grpo", response_mask, segment_ids)  # (bs, L) bool each
         rewards = token_level_rewards.float()  # (bs, L)
-        tool_f, summary_f = tool.float(), summary.float()  # (bs, L) 0/1 (float x float: torch's fast CPU kernels)
         # NaN * 0 is NaN: a NaN or inf anywhere in a row reaches both sums, and finite_segment_rewards names it
-        r_tool = (rewards * tool_f).sum(dim=-1)  # (bs,)  R^tool
-        r_sum = (rewards * summary_f).sum(dim=-1)  # (bs,)  R^sum
+        r_tool = (rewards * tool.float()).sum(dim=-1)  # (bs,)  R^tool
+        r_sum = (rewards * summary.float()).sum(dim=-1)  # (bs,)  R^sum
         r_tool, r_sum = finite_segment_rewards("slca_grpo", token_level_rewards, r_tool, r_sum, tool, summary)
         has_tool, has_sum = tool.any(dim=-1), summary.any(dim=-1)  # (bs,)
         _warn_if_scalar_reward(r_tool, has_tool)
@@ -285,14 +284,13 @@ def compute_slca_grpo_advantage(
         a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)  A^sum
         _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, tool, summary)
 
-        # adv = v * (h_diff + h_sum * v) with v = +1 on tool, -1 on summary, 0 on observation tokens and
-        # h_diff = (A^tool - A^sum) / 2, h_sum = (A^tool + A^sum) / 2: A^tool at v = 1, A^sum at v = -1, 0 at v = 0.
-        # A segment whose advantage is 0 gets exactly 0 (x/2 - x/2 = 0); with a single segment the result is
-        # bit-identical to verl's grpo_vectorized (v = -1 and halves are exact)
-        v = tool_f.sub_(summary_f)  # (bs, L), in tool_f's memory
-        h_diff = (0.5 * (a_tool.float() - a_sum.float())).unsqueeze(-1)  # (bs, 1)
-        h_sum = (0.5 * (a_tool.float() + a_sum.float())).unsqueeze(-1)  # (bs, 1)
-        advantages = (v * h_sum).add_(h_diff).mul_(v)  # (bs, L); in place: one (bs, L) allocation, not three
+        # each segment's tokens get its advantage, as (A^tool + A^sum) / 2 +- (A^tool - A^sum) / 2: the rounding of
+        # earlier releases (it can differ from A^tool, A^sum in the last bit), kept so that advantages stay equal to
+        # theirs. With one segment per response (A^tool = 0) that is A^sum exactly: verl's grpo_vectorized's values
+        a_tool, a_sum = a_tool.float(), a_sum.float()
+        h_sum, h_diff = 0.5 * (a_tool + a_sum), 0.5 * (a_tool - a_sum)  # (bs,)
+        on_tool, on_sum = (h_sum + h_diff).unsqueeze(-1), (h_sum - h_diff).unsqueeze(-1)  # (bs, 1)
+        advantages = torch.where(tool, on_tool, torch.where(summary, on_sum, 0.0))  # (bs, L), 0 on observations
         advantages = advantages.to(advantage_dtype(token_level_rewards, response_mask))
         advantages = _with_turn_credit(advantages, token_level_rewards, tool, summary, gidx, num_groups, cfg)
     return advantages, advantages
