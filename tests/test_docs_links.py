@@ -112,8 +112,8 @@ def test_every_docs_page_is_in_the_index():
 
 def test_slug_rule():
     assert slug("The tiny model (built on first use, cached)") == "the-tiny-model-built-on-first-use-cached"
-    assert slug("Per-turn credit (`+algorithm.slca.credit=turn`, `slca_verl/turn_credit.py`)") == (
-        "per-turn-credit-algorithmslcacreditturn-slca_verlturn_creditpy"
+    assert slug("Per-turn credit (`+algorithm.slca.credit=turn`, `slca_verl/estimators/turn_credit.py`)") == (
+        "per-turn-credit-algorithmslcacreditturn-slca_verlestimatorsturn_creditpy"
     )
     assert slug("tau^2-bench (`python -m slca_verl.eval.tau2`, optional extra)") == (
         "tau2-bench-python--m-slca_verlevaltau2-optional-extra"
