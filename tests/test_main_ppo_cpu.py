@@ -16,7 +16,7 @@ import pytest
 import subproc
 from main_ppo_helpers import read_metrics, run_recipe, tiny_model_dir
 
-from slca_verl.core_algos import SEGMENT_METRICS
+from slca_verl.estimators.slca_grpo import SEGMENT_METRICS
 
 pytestmark = pytest.mark.e2e  # verl's main_ppo through the recipe (pytest.ini, tiers)
 

@@ -26,7 +26,7 @@ import pytest
 from main_ppo_helpers import read_metrics, run_recipe
 
 from data_prep import cpu_chain
-from slca_verl.core_algos import SEGMENT_METRICS
+from slca_verl.estimators.slca_grpo import SEGMENT_METRICS
 
 pytestmark = pytest.mark.e2e  # verl's main_ppo through the recipe (pytest.ini, tiers)
 
