@@ -37,24 +37,6 @@ def hydra_run_dir(config_name: str, overrides: Sequence[str]) -> str:
     return str(compose(config_name, overrides, return_hydra_config=True).hydra.run.dir)
 
 
-def _agent_loop_entry(cfg) -> dict | None:
-    """The entry of the agent loop YAML that ``default_agent_loop`` names, or None without a YAML."""
-    from omegaconf import OmegaConf
-
-    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
-    if not path:
-        return None
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"actor_rollout_ref.rollout.agent.agent_loop_config_path: no file {path}")
-    name = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
-    entries = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    for entry in entries:
-        if entry.get("name") == name:
-            return entry
-    names = [e.get("name") for e in entries]
-    raise ValueError(f"{path} has no agent loop named '{name}' (default_agent_loop); it has {names}")
-
-
 def check_ppo(cfg) -> dict:
     """Every check for a ``ppo_trainer`` config; raises on the first failure, returns a summary on success."""
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
@@ -99,27 +81,11 @@ def check_ppo(cfg) -> dict:
                 mode,
             )
 
-    layout = None
-    entry = _agent_loop_entry(cfg)
-    if entry is not None:
-        from slca_verl.trainer.reward_layout import credit_layout, get_layout
+    from slca_verl.trainer import contract
 
-        per_turn = estimator == "slca_grpo" and (algo.get("slca") or {}).get("credit") == "turn"
-        layout = credit_layout(entry.get("reward_layout", "slca"), "turn" if per_turn else None)  # as slca_tool_agent
-        get_layout(layout)
-        if layout != "scalar" and not cfg.trainer.use_v1:
-            raise ValueError(f"reward layout '{layout}' needs the v1 trainer; the legacy trainer sees one scalar")
-        expected = {
-            "slca_grpo": "slca_turns" if per_turn else "slca",
-            "toolpo": "toolpo",
-            "rltr": "rltr",
-            "gigpo": "slca_turns",
-            "mt_grpo": "slca_turns",
-        }.get(estimator, "scalar")
-        if layout != expected:
-            raise ValueError(
-                f"adv_estimator={estimator} reads the '{expected}' reward layout; the agent loop writes '{layout}'"
-            )
+    layout = contract.check(cfg)  # estimator <-> the agent loop's reward layout <-> credit mode, as verl's start-up
+    entry = contract.agent_loop_entry(cfg)
+    if entry is not None:
         from slca_verl.toolcall.formats import get_format
 
         get_format(cfg.actor_rollout_ref.rollout.multi_turn.format)  # the loop and HierR read this format
@@ -168,6 +134,7 @@ def service_loads(cfg, assumed: dict[str, list[float]]) -> list:
     from omegaconf import OmegaConf
 
     from slca_verl.plan.check import ServiceLoad
+    from slca_verl.trainer import contract
 
     rollouts = (
         0
@@ -192,7 +159,7 @@ def service_loads(cfg, assumed: dict[str, list[float]]) -> list:
                 decode,
             )
         )
-    entry = _agent_loop_entry(cfg)
+    entry = contract.agent_loop_entry(cfg)
     sgls = (entry or {}).get("sgls") or {}
     if sgls.get("backend") == "openai":
         calls, prompt, output, prefill, decode = assumed["sgls"]

@@ -53,6 +53,7 @@ from slca_verl.agent_loop.tools import (
     tool_names,
 )
 from slca_verl.estimators.segments import SUMMARY, TOOL
+from slca_verl.estimators.slca_grpo import SlcaSettings
 from slca_verl.sgls.client import ServiceDown
 from slca_verl.toolcall.formats import get_format, parse_error_response
 from slca_verl.toolcall.rows import plain
@@ -186,8 +187,10 @@ class SLCAToolAgentLoop(ToolAgentLoop):
             self.tool_parser = SLCAHermesToolParser(self.tokenizer)
         elif self.call_format.name != "hermes":  # verl's parser of that format, with this project's checks on top
             self.tool_parser = FormatToolParser(self.tokenizer, self.call_format, self.tool_parser)
+        # algorithm.slca.*, read as the estimator reads them (a bad value fails here too, naming the key)
+        settings = SlcaSettings.from_config(OmegaConf.select(self.config, "algorithm", default=None))
+        credit = settings.credit
         # +algorithm.slca.credit=turn: the estimator's per-turn mode needs each turn's step reward on that turn
-        credit = OmegaConf.select(self.config, "algorithm.slca.credit", default=None)
         if credit_layout(reward_layout, credit) != reward_layout:
             reward_layout = credit_layout(reward_layout, credit)
             logger.info("%s: reward layout %s (algorithm.slca.credit=turn)", AGENT_NAME, reward_layout)
@@ -196,9 +199,7 @@ class SLCAToolAgentLoop(ToolAgentLoop):
         self.reward_layout = reward_layout
         # +algorithm.slca.abstention_credit: the estimator's option, carried out here (see label_decision_token)
         # (not with credit=turn, which credits a direct reply's decision itself: the token would read as a tool turn)
-        self.abstention_credit = credit != "turn" and bool(
-            OmegaConf.select(self.config, "algorithm.slca.abstention_credit", default=False)
-        )
+        self.abstention_credit = settings.abstention_credit  # false under credit=turn (SlcaSettings)
         self.render_tools_in_prompt = render_tools_in_prompt
         self.sgls_tool = get_sgls_tool(plain(sgls), sgls_config_path, tools.tools if tools else None)
 

@@ -13,6 +13,7 @@ or tokens. Segment masks come from :mod:`slca_verl.estimators.segments`, setting
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 import numpy as np
@@ -79,29 +80,20 @@ def _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, tool,
     handover.record_metrics(stats)
 
 
-SLCA_DEFAULTS = {
-    "lambda_tool": 1.0,
-    "lambda_sum": 1.0,
-    "epsilon": 1e-6,
-    "abstention_credit": False,
-    "kernel": ("auto", "torch"),
-    "credit": ("segment", "turn"),
-    "turn_min_pool": 0.0,
-}
+@dataclass(frozen=True)
+class SlcaSettings:
+    """``algorithm.slca.*`` and verl's ``algorithm.norm_adv_by_std_in_grpo``, as ``slca_grpo`` and everything that
+    must agree with it (the agent loop, the start-up contract, the recipes' composer) read them:
+    :meth:`from_config` is the one reader.
 
+    ``lambda_tool``, ``lambda_sum``: weights of A^tool and A^sum. ``epsilon``: added to the group std (> 0).
 
-def slca_settings(config: Any) -> dict:
-    """The estimator's settings: ``algorithm.slca.{lambda_tool,lambda_sum,epsilon,abstention_credit}`` and verl's
-    own ``algorithm.norm_adv_by_std_in_grpo``.
-
-    ``kernel``: no longer does anything (one plain torch implementation); accepted, with a warning once per process,
-    so that configs with ``+algorithm.slca.kernel=torch`` keep starting. It goes in the next release.
-
-    ``abstention_credit`` (default false, the paper's behaviour) is carried out by the segment ids, not here:
-    ``slca_tool_agent`` reads the same key and labels the first reply token of a rollout without a tool segment —
-    the token where the policy chose to answer instead of calling — as that rollout's tool segment, and the ``slca``
-    layout puts the rollout's r_tool there. The rollout then takes part in the tool normalisation and its execution
-    advantage lands on that decision token (docs/credit_assignment.md, "Abstention").
+    ``abstention_credit`` (default false, the paper's behaviour) is carried out by the segment ids, not by the
+    estimator: ``slca_tool_agent`` labels the first reply token of a rollout without a tool segment — the token where
+    the policy chose to answer instead of calling — as that rollout's tool segment, and the ``slca`` layout puts the
+    rollout's r_tool there. The rollout then takes part in the tool normalisation and its execution advantage lands
+    on that decision token (docs/credit_assignment.md, "Abstention"). It has no effect with ``credit=turn``, which
+    credits a direct reply's decision itself (set to false then, with a warning).
 
     ``credit``: ``segment`` (default, the paper's) gives all tool tokens of a response one execution advantage;
     ``turn`` credits each tool turn, and each decision to reply, with its return-to-go against a leave-one-out
@@ -109,32 +101,60 @@ def slca_settings(config: Any) -> dict:
     step reward on it). ``turn_min_pool`` (default 0): a decision that fewer other rows of its group made gets no
     credit.
 
-    Raises:
-        ValueError: an unknown key or a value of the wrong kind (``abstention_credit`` with ``credit=turn`` is
-            accepted and has no effect: that mode credits a direct reply's decision itself).
+    ``kernel`` is no longer a setting (one plain torch implementation); the key is accepted with a warning once per
+    process, so that configs with ``+algorithm.slca.kernel=torch`` keep starting. It goes in the next release.
     """
-    cfg = estimator_settings(config, "slca_grpo", "slca", SLCA_DEFAULTS)
-    if "kernel" in (config_value(config, "slca", {}) or {}):
-        _warn_once(
-            "kernel",
-            f"slca_grpo: algorithm.slca.kernel={cfg['kernel']} no longer does anything: the fused C++ kernel is gone "
-            "and slca_grpo has one plain torch implementation. The key is accepted until the next release; remove "
-            "it from your config. (Shown once.)",
-        )
-    del cfg["kernel"]
-    if cfg["turn_min_pool"] < 0 or cfg["turn_min_pool"] != int(cfg["turn_min_pool"]):
-        raise ValueError(
-            f"slca_grpo: algorithm.slca.turn_min_pool={cfg['turn_min_pool']!r} must be a whole number >= 0"
-        )
-    if cfg["credit"] == "turn" and cfg["abstention_credit"]:
-        _warn_once(
-            "abstention_turn",
-            "slca_grpo: algorithm.slca.abstention_credit=true has no effect with algorithm.slca.credit=turn: the "
-            "per-turn mode credits a direct reply's decision itself (decision 0 of its row), and slca_tool_agent "
-            "does not label the abstention token then. (Shown once.)",
-        )
-        cfg["abstention_credit"] = False
-    return cfg
+
+    lambda_tool: float = 1.0
+    lambda_sum: float = 1.0
+    epsilon: float = 1e-6
+    abstention_credit: bool = False
+    credit: str = field(default="segment", metadata={"choices": ("segment", "turn")})
+    turn_min_pool: int = 0
+    norm_adv_by_std_in_grpo: bool = True  # verl's own key, algorithm.norm_adv_by_std_in_grpo
+
+    @classmethod
+    def known(cls) -> dict:
+        """``algorithm.slca.*``'s keys with their defaults (``(default, *allowed)`` for a choice), as
+        :func:`~slca_verl.estimators.common.estimator_settings` validates them."""
+        out = {}
+        for f in fields(cls):
+            if f.name == "norm_adv_by_std_in_grpo":
+                continue
+            choices = f.metadata.get("choices")
+            out[f.name] = tuple(choices) if choices else (float(f.default) if f.type == "int" else f.default)
+        out["kernel"] = ("auto", "torch")  # accepted until the next release, does nothing
+        return out
+
+    @classmethod
+    def from_config(cls, config: Any) -> SlcaSettings:
+        """The settings of verl's ``algorithm`` config (a DictConfig, dict, verl's AlgoConfig or None: defaults).
+
+        Raises:
+            ValueError: an unknown key under ``algorithm.slca`` or a value of the wrong kind, naming the key.
+        """
+        cfg = estimator_settings(config, "slca_grpo", "slca", cls.known())
+        if "kernel" in (config_value(config, "slca", {}) or {}):
+            _warn_once(
+                "kernel",
+                f"slca_grpo: algorithm.slca.kernel={cfg['kernel']} no longer does anything: the fused C++ kernel is "
+                "gone and slca_grpo has one plain torch implementation. The key is accepted until the next release; "
+                "remove it from your config. (Shown once.)",
+            )
+        del cfg["kernel"]
+        pool = cfg["turn_min_pool"]
+        if pool < 0 or pool != int(pool):
+            raise ValueError(f"slca_grpo: algorithm.slca.turn_min_pool={pool!r} must be a whole number >= 0")
+        cfg["turn_min_pool"] = int(pool)
+        if cfg["credit"] == "turn" and cfg["abstention_credit"]:
+            _warn_once(
+                "abstention_turn",
+                "slca_grpo: algorithm.slca.abstention_credit=true has no effect with algorithm.slca.credit=turn: the "
+                "per-turn mode credits a direct reply's decision itself (decision 0 of its row), and slca_tool_agent "
+                "does not label the abstention token then. (Shown once.)",
+            )
+            cfg["abstention_credit"] = False
+        return cls(**cfg)
 
 
 def finite_segment_rewards(
@@ -195,7 +215,7 @@ def _with_turn_credit(advantages, token_level_rewards, tool, summary, gidx, num_
     """``credit=turn``: per-turn execution credit (:func:`turn_credit.per_turn_advantages`): every tool
     turn and every decision to reply credited with its return-to-go against a leave-one-out baseline; the summary
     keeps the segment mode's A^sum. ``credit=segment``: the advantages unchanged."""
-    if cfg["credit"] != "turn":
+    if cfg.credit != "turn":
         return advantages
     return turn_credit.per_turn_advantages(
         advantages,
@@ -204,10 +224,10 @@ def _with_turn_credit(advantages, token_level_rewards, tool, summary, gidx, num_
         summary,
         gidx,
         num_groups,
-        cfg["epsilon"],
-        cfg["norm_adv_by_std_in_grpo"],
-        cfg["lambda_tool"],
-        int(cfg["turn_min_pool"]),
+        cfg.epsilon,
+        cfg.norm_adv_by_std_in_grpo,
+        cfg.lambda_tool,
+        cfg.turn_min_pool,
         record=handover.record_metrics,
     )
 
@@ -254,10 +274,10 @@ def compute_slca_grpo_advantage(
             ``grpo_vectorized`` rule: float32 for integer / bool / float16 / bfloat16 rewards)
         returns: `(torch.Tensor)` shape (bs, response_length), equal to advantages
     """
-    cfg = slca_settings(config)
+    cfg = SlcaSettings.from_config(config)
     check_batch("slca_grpo", token_level_rewards, response_mask, index)
     segment_ids = explicit_segment_ids("slca_grpo", response_mask, segment_ids)  # the argument, or the hand-over's
-    if cfg["abstention_credit"] and segment_ids is None:
+    if cfg.abstention_credit and segment_ids is None:
         _warn_once(
             "abstention_credit",
             "slca_grpo: algorithm.slca.abstention_credit=true has no effect without explicit segment ids: it is the "
@@ -279,9 +299,9 @@ def compute_slca_grpo_advantage(
         _warn_if_scalar_reward(r_tool, has_tool)
 
         gidx, num_groups = group_index(index, rewards.device)  # (bs,) group ids in [0, G), and G
-        eps, norm = cfg["epsilon"], cfg["norm_adv_by_std_in_grpo"]
-        a_tool = cfg["lambda_tool"] * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)  A^tool
-        a_sum = cfg["lambda_sum"] * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)  A^sum
+        eps, norm = cfg.epsilon, cfg.norm_adv_by_std_in_grpo
+        a_tool = cfg.lambda_tool * group_zscore(r_tool, has_tool, gidx, num_groups, eps, norm)  # (bs,)  A^tool
+        a_sum = cfg.lambda_sum * group_zscore(r_sum, has_sum, gidx, num_groups, eps, norm)  # (bs,)  A^sum
         _record_segment_stats(r_tool, r_sum, has_tool, has_sum, a_tool, a_sum, tool, summary)
 
         # each segment's tokens get its advantage, as (A^tool + A^sum) / 2 +- (A^tool - A^sum) / 2: the rounding of

@@ -38,7 +38,7 @@ from verl.trainer.ppo.v1 import PPOTrainerColocateAsync, PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 
 from slca_verl.estimators.segments import SEGMENT_IDS_FIELD, SUMMARY, TOOL
-from slca_verl.trainer import handover
+from slca_verl.trainer import contract, handover
 from slca_verl.trainer.reward_layout import finite_number
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ class SLCAHandover:
             with open_dict(config):
                 config.trainer.v1.trainer_mode = self.base_mode
         check_estimator_config(config.algorithm)
+        contract.check(config)  # the estimator reads the reward layout the agent loop writes
         super().__init__(config)
 
     @property
