@@ -20,10 +20,14 @@ tokens: the ``slca_turns`` layout puts HierR's per-step progress on the turn's l
     tokens of tool turn k get A_{i,k-1}; the first summary token (where the row chose to reply) gets A_{i,K_i} added
     to its A^sum; the summary keeps A^sum; observations 0.
 
-The baseline of a decision is built from other rows only, so it is independent of what row i did there: with
-``norm_adv_by_std_in_grpo=False`` the expected update is exactly the policy gradient of the tool-side return
-E[sum_k r_k] (tests/estimators/test_turn_credit.py checks it by enumeration). With the default scale s_g the row
-takes part in its group's scale, GRPO's compromise (variance for a small bias). Stopping is credited like calling: a
+The baseline of a decision is built from other rows only, so it is independent of what row i did there. The
+expected update is exactly the policy gradient of the *tool-side* return E[sum_k r_k] — not of the episode's return:
+the reply's reward never reaches a call — and only with ``norm_adv_by_std_in_grpo=False``, ``min_pool=0``, the
+call / reply decision at a turn's first token and a reply reward that does not depend on the path
+(tests/estimators/test_turn_credit.py checks that case by enumeration). The stop credit sits on the first summary
+token only, beside A^sum: with a prefix shared before the decision, or a path-dependent reply reward, the update is
+biased (docs/method.md, "When it is unbiased, and for what"). With the default scale s_g the row takes part in its
+group's scale, GRPO's compromise (variance for a small bias). Stopping is credited like calling: a
 row that replies after step 1 while the others went on and earned is charged what they earned; a direct reply
 (K_i = 0) is decision 0 of its row, compared with the rows that called.
 
