@@ -26,8 +26,8 @@ the reply's reward never reaches a call — and only with ``norm_adv_by_std_in_g
 call / reply decision at a turn's first token and a reply reward that does not depend on the path
 (tests/estimators/test_turn_credit.py checks that case by enumeration). The stop credit sits on the first summary
 token only, beside A^sum: with a prefix shared before the decision, or a path-dependent reply reward, the update is
-biased (docs/method.md, "Per-turn credit": when it is unbiased, and for what). With the default scale s_g the row takes part in its
-group's scale, GRPO's compromise (variance for a small bias). Stopping is credited like calling: a
+biased (docs/method.md, "Per-turn credit": when it is unbiased, and for what). With the default scale s_g the row
+takes part in its group's scale, GRPO's compromise (variance for a small bias). Stopping is credited like calling: a
 row that replies after step 1 while the others went on and earned is charged what they earned; a direct reply
 (K_i = 0) is decision 0 of its row, compared with the rows that called.
 

@@ -68,8 +68,9 @@ def check(config: Any) -> str | None:
         compare: verl's own agent loops write one scalar).
 
     Raises:
-        ValueError: an unknown layout (naming the registered ones), a non-scalar layout on verl's legacy trainer, or a layout the estimator does
-            not read; also :meth:`SlcaSettings.from_config`'s errors for ``algorithm.slca.*``.
+        ValueError: an unknown layout (naming the registered ones), a non-scalar layout on verl's legacy trainer,
+            or a layout the estimator does not read; also :meth:`SlcaSettings.from_config`'s errors for
+            ``algorithm.slca.*``.
     """
     algorithm = OmegaConf.select(config, "algorithm", default=None)
     estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)

@@ -286,7 +286,8 @@ def test_the_slca_recipe_runs_the_per_turn_comparators_with_per_turn_step_reward
 
 def test_the_composer_rejects_a_layout_that_does_not_match_the_estimator(composed):
     base = composed["run_qwen7b_toolpo.sh"][0]
-    with pytest.raises(ValueError, match="adv_estimator=toolpo reads the 'toolpo' reward layout; the agent loop 'slca_tool_agent' writes 'slca'"):
+    message = "adv_estimator=toolpo reads the 'toolpo' reward layout; the agent loop 'slca_tool_agent' writes 'slca'"
+    with pytest.raises(ValueError, match=message):
         compose_check.check(
             compose_check.PPO,
             [
