@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from slca_verl.plan.check import Cluster, ServiceLoad, check_services, plan_ppo, plan_sft
 from slca_verl.plan.memory import GIB, KNOWN_SHAPES, RESERVE_GIB, TrainLayout, phases, resolve_shape
+from slca_verl.trainer import contract
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import compose_check  # noqa: E402  (recipes/, on pytest's pythonpath)
@@ -231,9 +232,9 @@ def test_a_service_whose_step_outlasts_its_timeout_is_warned_with_the_replicas_i
 def test_the_recipes_simulator_timeout_and_retries_reach_the_runs_agent_loop_yaml(tmp_path):
     overrides, _ = recipe("run_qwen7b_slca.sh", tmp_path, SGLS_TIMEOUT_S="600", SGLS_MAX_RETRIES="5")
     cfg = compose_check.compose(compose_check.PPO, overrides)
-    sgls = compose_check._agent_loop_entry(cfg)["sgls"]
+    sgls = contract.agent_loop_entry(cfg)["sgls"]
     assert (sgls["timeout_s"], sgls["max_retries"]) == (600, 5)
-    default = compose_check._agent_loop_entry(
+    default = contract.agent_loop_entry(
         compose_check.compose(compose_check.PPO, recipe("run_qwen7b_slca.sh", tmp_path / "d")[0])
     )["sgls"]
     assert default["timeout_s"] == 540  # the authors' client timeout, not the packaged YAML's 60 s
@@ -297,7 +298,7 @@ def test_the_recipes_outage_limits_reach_the_simulator_and_the_judge_and_0_switc
         overrides, _ = recipe("run_qwen7b_slca.sh", tmp_path / out, **env)
         cfg = compose_check.compose(compose_check.PPO, overrides)
         judge = cfg.reward.custom_reward_function.reward_kwargs.get("judge_max_outage_s")
-        return compose_check._agent_loop_entry(cfg)["sgls"]["max_outage_s"], judge
+        return contract.agent_loop_entry(cfg)["sgls"]["max_outage_s"], judge
 
     assert settings("default") == (600, 600)
     assert settings("off", SGLS_MAX_OUTAGE_S="0", JUDGE_MAX_OUTAGE_S="0") == (None, None)
