@@ -60,7 +60,10 @@ def test_tau2_mock_domain_runs_against_a_scripted_local_server(tmp_path):
     assert code == 0
     result = json.loads((tmp_path / "tau2.json").read_text())
     assert result["domains"]["mock"]["n_simulations"] == 2 and result["domains"]["mock"]["n_failed"] == 0
-    assert 0.0 <= result["domains"]["mock"]["pass^1"] <= 1.0
+    # the scripted agent only says goodbye: it never calls a tool, so neither task's final database is the expected
+    # one and tau2 scores both 0 (a pass here would mean the score does not come from tau2's own check)
+    assert result["domains"]["mock"]["pass^1"] == 0.0
+    assert result["domains"]["mock"]["per_trial_pass^1"] == {"0": 0.0}
 
 
 @pytest.mark.skipif(tau2_bin() is None, reason="tau^2-bench not installed: bash scripts/tau2_setup.sh (or the extra)")
