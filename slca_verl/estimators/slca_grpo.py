@@ -122,7 +122,8 @@ class SlcaSettings:
             if f.name == "norm_adv_by_std_in_grpo":
                 continue
             choices = f.metadata.get("choices")
-            out[f.name] = tuple(choices) if choices else (float(f.default) if f.type == "int" else f.default)
+            whole = isinstance(f.default, int) and not isinstance(f.default, bool)  # validated as a number
+            out[f.name] = tuple(choices) if choices else (float(f.default) if whole else f.default)
         out["kernel"] = ("auto", "torch")  # accepted until the next release, does nothing
         return out
 
