@@ -11,7 +11,8 @@ the abstention fix) under judge noise, on the generated CPU task, scored by verl
 accuracy is the chain rows' (both calls right, nothing extra), ``single_acc`` its one-call rows', and the methods
 include per-turn credit (``slca_grpo_turn``: ``slca_grpo`` with ``+algorithm.slca.credit=turn``) and its registered
 comparators ``gigpo`` and ``mt_grpo`` (estimators ``slca_gigpo``, ``slca_mt_grpo``). ``--lr`` sets the actor's
-learning rate (the recipe's ``ACTOR_LR``).
+learning rate (the recipe's ``ACTOR_LR``). ``--chain_cities 26 --chain_phrasings 4 --chain_val_share 0.5
+--chain_val_other 1`` widens the chain task to 104 held-out chains (the recipe's ``CHAIN_*``; its own models).
 
 Every run is ``bash recipes/run_cpu_tiny_slca.sh`` (verl's ``main_ppo``: slca_tool_agent → offline SGLS → HierR with
 a NoisyJudge of σ = ``--sigmas`` → TransferQueue → the method's advantages → FSDP2 update), with ``SEED`` the seed of
@@ -231,6 +232,8 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
             "OFFLINE_JUDGE": args.judge,
         }
     )
+    if args.task == "cpu_chain":
+        env.update({name: f"{getattr(args, key):g}" for key, name in CHAIN_SIZE.items()})
     if args.lr is not None:
         env["ACTOR_LR"] = f"{args.lr:g}"
     t0 = time.perf_counter()
@@ -510,8 +513,24 @@ def plot(result: dict, path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
-#: the validation and judge settings a resumed grid must share (an older JSON without them ran the defaults)
-VAL_SETTINGS = {"val_prompts": 0, "val_n": 1, "val_temperature": 0.0, "judge": "offline_proxy"}
+#: --task cpu_chain's size (data_prep/cpu_chain.py's options): argument -> the recipe's variable
+CHAIN_SIZE = {
+    "chain_cities": "CHAIN_CITIES",
+    "chain_phrasings": "CHAIN_PHRASINGS",
+    "chain_val_share": "CHAIN_VAL_SHARE",
+    "chain_val_other": "CHAIN_VAL_OTHER",
+}
+#: the validation, judge and task settings a resumed grid must share (an older JSON without them ran the defaults)
+VAL_SETTINGS = {
+    "val_prompts": 0,
+    "val_n": 1,
+    "val_temperature": 0.0,
+    "judge": "offline_proxy",
+    "chain_cities": 12,
+    "chain_phrasings": 2,
+    "chain_val_share": 0.25,
+    "chain_val_other": 4,
+}
 
 
 def previous_runs(path: str, steps: int, val: dict | None = None) -> dict[tuple, dict]:
@@ -553,7 +572,8 @@ def write_result(args, machine: dict, wall: float, runs: list[dict]) -> dict:
     return result
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line (a bad combination exits 2 naming the options)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", choices=list(TASK_KEYS), default="cpu_task", help="the recipe's TASK")
     ap.add_argument(
@@ -579,6 +599,14 @@ def main(argv=None) -> int:
         default="offline_proxy",
         help="the recipe's OFFLINE_JUDGE: the reply's rater (offline_length: its length, which no call decides)",
     )
+    ap.add_argument("--chain_cities", type=int, default=12, help="--task cpu_chain: cities (12..26)")
+    ap.add_argument("--chain_phrasings", type=int, default=2, help="--task cpu_chain: phrasings a kind (1..4)")
+    ap.add_argument(
+        "--chain_val_share", type=float, default=0.25, help="--task cpu_chain: share of cities held out a kind"
+    )
+    ap.add_argument(
+        "--chain_val_other", type=int, default=4, help="--task cpu_chain: phrasings of held-out airport/chat prompts"
+    )
     ap.add_argument(
         "--endpoint_from",
         type=int,
@@ -600,6 +628,14 @@ def main(argv=None) -> int:
     )
     ap.add_argument("overrides", nargs="*", help="extra hydra overrides for every run")
     args = ap.parse_args(argv)
+    moved = [k for k in CHAIN_SIZE if getattr(args, k) != VAL_SETTINGS[k]]
+    if moved and args.task != "cpu_chain":
+        ap.error(f"{', '.join('--' + k for k in moved)} need --task cpu_chain")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if args.plot_only:
         result = json.load(open(args.plot_only))
         plot(result, args.plot)

@@ -38,6 +38,10 @@ JUDGE_NOISE=${JUDGE_NOISE:-0}                    # σ of the judge's noise (Nois
 # N held-out tool prompts (up to 123) from data_prep.cpu_task_val, the training rows and the model unchanged, written
 # to OUTPUT_DIR/val_data. VAL_N samples a prompt at VAL_TEMPERATURE (the 7B recipe's knobs; verl logs mean@VAL_N)
 VAL_PROMPTS=${VAL_PROMPTS:-0}
+# TASK=cpu_chain's size (data_prep/cpu_chain.py): cities (12..26), phrasings a kind (1..4), the share of cities held
+# out per kind, the phrasings of held-out airport and chat prompts. The defaults hold out 12 chains; the wide task,
+# CHAIN_CITIES=26 CHAIN_PHRASINGS=4 CHAIN_VAL_SHARE=0.5 CHAIN_VAL_OTHER=1, 104 (each city trained as one chain kind)
+CHAIN_SIZE=("${CHAIN_CITIES:-12}" "${CHAIN_PHRASINGS:-2}" "${CHAIN_VAL_SHARE:-0.25}" "${CHAIN_VAL_OTHER:-4}")
 # the offline judge of the reply (without OPENAI_BASE_URL): offline_proxy rates how much of the tool response the
 # reply repeats (a right call can change it); offline_length the reply's length against 10 words, which no call decides
 OFFLINE_JUDGE=${OFFLINE_JUDGE:-offline_proxy}
@@ -69,6 +73,13 @@ case "${TASK}" in
             LR_DEFAULT=1e-4; STEPS_DEFAULT=5; ABSTENTION_FIX_DEFAULT=0 ;;
   *) echo "unknown TASK=${TASK} (cpu_task | cpu_chain | xlam)" >&2; exit 2 ;;
 esac
+TASK_ARGS=() TASK_TAG=
+if [[ "${CHAIN_SIZE[*]}" != "12 2 0.25 4" ]]; then   # a wider chain task: its own rows, so its own model
+  [[ "${TASK}" == cpu_chain ]] || { echo "CHAIN_CITIES/CHAIN_PHRASINGS/CHAIN_VAL_SHARE/CHAIN_VAL_OTHER need TASK=cpu_chain" >&2; exit 2; }
+  TASK_ARGS=(--cities "${CHAIN_SIZE[0]}" --phrasings "${CHAIN_SIZE[1]}" --val_share "${CHAIN_SIZE[2]}"
+             --val_other_phrasings "${CHAIN_SIZE[3]}")
+  TASK_TAG=_c${CHAIN_SIZE[0]}p${CHAIN_SIZE[1]}v${CHAIN_SIZE[2]}o${CHAIN_SIZE[3]}
+fi
 # the warm-up's headroom for RL (slca_verl/cpu/tiny_model.py undecided_steps; what each setting measured:
 # docs/results/cpu_task_development.md):
 # share of the rows written once per version of their tool choice and slot order, how many times each wrong version
@@ -81,7 +92,7 @@ export ABSTENTION_FIX=${ABSTENTION_FIX:-${ABSTENTION_FIX_DEFAULT}}  # the CPU ta
 # the data's code (a change rebuilds)
 BUILD_KEY=$(cat "${REPO_ROOT}/slca_verl/cpu/tiny_model.py" "${SAMPLE}" ${KEY_FILES[@]+"${KEY_FILES[@]}"} | sha1sum | cut -c1-10)
 FORMAT_TAG=$([[ "${TOOL_FORMAT}" == hermes ]] || echo "_${TOOL_FORMAT}")
-TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}r${WARMUP_ALT_REPEATS}_b${WARMUP_BATCH}_v${VOCAB_SIZE}${FORMAT_TAG}_${BUILD_KEY}}
+TINY_DIR=${TINY_DIR:-${CACHE_DIR}/tiny_qwen3_${TASK}${TASK_TAG}_seed${SEED}_warm${WARMUP_STEPS}x${WARMUP_LR}s${WARMUP_SHARE}_u${WARMUP_UNDECIDED}r${WARMUP_ALT_REPEATS}_b${WARMUP_BATCH}_v${VOCAB_SIZE}${FORMAT_TAG}_${BUILD_KEY}}
 RUN_ROOT=${RUN_ROOT:-${REPO_ROOT}/outputs/cpu_tiny}
 
 source "${REPO_ROOT}/scripts/progress_lib.sh"
@@ -97,7 +108,7 @@ build_tiny() {  # data + model, once per TINY_DIR
   progress_start "tiny model build" 10 10 15 $((10 + WARMUP_STEPS / 2))
   progress_stage 1 "the task's rows (${TASK}, seed ${SEED}) -> ${TINY_DIR}"
   if [[ "${TASK}" == cpu_task || "${TASK}" == cpu_chain ]]; then
-    "${PY[@]}" "data_prep.${TASK}" --output_dir "${tmp}/data" --seed "${SEED}" --no_progress
+    "${PY[@]}" "data_prep.${TASK}" --output_dir "${tmp}/data" --seed "${SEED}" --no_progress ${TASK_ARGS[@]+"${TASK_ARGS[@]}"}
   else
     "${PY[@]}" data_prep.xlam --input "${SAMPLE}" --output_dir "${tmp}/data" --val_ratio 0.25 --seed "${SEED}" --no_progress
   fi

@@ -5,6 +5,7 @@ import argparse
 import json
 
 import cpu_reproduction as cr  # noqa: E402
+import pytest
 
 TOOL, CHAT, REPLY = (cr.VAL_KEYS[k] for k in ("tool_acc", "abstention_acc", "reply_quality"))
 
@@ -192,3 +193,23 @@ def test_resume_keeps_only_runs_of_the_same_validation_settings(tmp_path):
     assert set(cr.previous_runs(str(out), 20, {"val_prompts": 123, "val_n": 4, "val_temperature": 1.0})) == {
         ("grpo", 1.0, 11)
     }
+
+
+def test_the_chain_tasks_size_reaches_the_recipe_and_keeps_resumed_grids_apart(tmp_path, monkeypatch, capsys):
+    """--chain_* -> the recipe's CHAIN_* (a dry run of the real recipe, DRY_RUN=args: the model it would build is the
+    wide task's); the size is a setting a resumed grid must share; on the one-call task the options fail at start."""
+    monkeypatch.setenv("DRY_RUN", "args")
+    monkeypatch.setenv("CACHE_DIR", str(tmp_path / "cache"))
+    argv = ["--task", "cpu_chain", "--chain_cities", "26", "--chain_phrasings", "4", "--chain_val_share", "0.5"]
+    args = cr.parse_args(argv + ["--chain_val_other", "1", "--run_timeout", "60"])
+    cr.launch("grpo", 0.0, 5, args, str(tmp_path / "runs"))
+    log = (tmp_path / "runs" / "grpo_sigma0_seed5.log").read_text()
+    assert "/tiny_qwen3_cpu_chain_c26p4v0.5o1_seed5_" in log
+    out = tmp_path / "grid.json"
+    run = {"method": "grpo", "sigma": 0.0, "seed": 5, "failed": False}
+    json.dump({"args": {"steps": 20, "chain_cities": 26}, "runs": [run]}, open(out, "w"))
+    assert cr.previous_runs(str(out), 20, {"chain_cities": 12}) == {}
+    assert set(cr.previous_runs(str(out), 20, {"chain_cities": 26})) == {("grpo", 0.0, 5)}
+    with pytest.raises(SystemExit) as e:
+        cr.parse_args(["--chain_cities", "26"])
+    assert e.value.code == 2 and "--chain_cities need --task cpu_chain" in capsys.readouterr().err

@@ -123,3 +123,60 @@ def test_a_malformed_record_of_a_generated_task_is_a_counted_rejection_naming_th
     assert report.rejected["malformed_record"] == 3  # the three records without the four keys
     assert sum(report.rejected.values()) == 4  # the record with no question: rejected by the shared checks
     assert f"not a {module} record" in json.dumps(report.to_dict())
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cpu_chain_wide")
+    argv = ["--output_dir", str(out), "--seed", "5", "--no_progress", "--cities", "26", "--phrasings", "4"]
+    report = cpu_chain.main(argv + ["--val_share", "0.5", "--val_other_phrasings", "1"])
+    return report, pd.read_parquet(out / "cpu_chain_train.parquet"), pd.read_parquet(out / "cpu_chain_val.parquet")
+
+
+def test_the_wide_task_holds_out_every_city_from_one_chain_kind_and_trains_it_as_the_other(wide):
+    report, train, val = wide
+    assert val.groupby("data_source").size().to_dict() == {
+        "cpu_chain": 104,  # 13 cities a chain kind x 4 phrasings
+        "cpu_chain_chat": 13,  # one phrasing a held-out city (--val_other_phrasings 1)
+        "cpu_chain_single": 13,
+    }
+    assert len(train) == 4 * 13 * 4 and report.rows_rejected == 0
+    pairs = lambda df: {(gt(r)["subset_name"], city_of(r)) for _, r in df.iterrows()}  # noqa: E731
+    assert not (pairs(val) & pairs(train))
+    every = set(cpu_chain.cities(26))
+    held = {k: {c for kind, c in pairs(val) if kind == k} for k in ("departures", "arrivals")}
+    assert held["departures"] | held["arrivals"] == every and not (held["departures"] & held["arrivals"])
+    for kind, other in (("departures", "arrivals"), ("arrivals", "departures")):
+        assert held[kind] == {c for k, c in pairs(train) if k == other}
+    # each held-out chain is asked in all four phrasings; training rows too, the other kinds' held-out cities in one
+    questions = lambda df, k: {gt(r)["question_content"] for _, r in df.iterrows() if gt(r)["subset_name"] == k}  # noqa: E731
+    assert len(questions(val, "departures")) == 4 * len(held["departures"])
+    assert {q.rsplit(" ", 1)[0] for q in questions(val, "airport")} == {"Which airport serves"}
+    assert {q.rsplit(" ", 1)[0] for q in questions(train, "airport")} == {
+        p.format("X").rsplit(" ", 1)[0] for p in cpu_chain.PHRASINGS["airport"]
+    }
+
+
+def test_the_added_cities_stations_are_what_the_runs_simulator_answers(wide):
+    _, train, val = wide
+    station = cpu_chain.stations(run_seed(), 26)
+    assert set(station) == set(cpu_chain.cities(26)) and set(cpu_chain.EXTRA_CITIES) <= set(station)
+    for _, row in pd.concat([train, val]).iterrows():
+        gold = json.loads(gt(row)["gold_tool_calls"])
+        if row["data_source"] == "cpu_chain":
+            assert gold[1][0]["arguments"] == {"station": station[city_of(row)]}
+
+
+def test_the_defaults_write_the_narrow_task_and_bad_sizes_fail_naming_the_option():
+    narrow = cpu_chain.generate_records(seed=3)
+    assert narrow == cpu_chain.generate_records(seed=3, n_cities=12, phrasings=2, val_other_phrasings=4)
+    assert {r["question"].split()[-1].rstrip("?.") for r in narrow} == set(cpu_chain.cities(12))
+    for kwargs, option in (
+        ({"n_cities": 27}, "--cities"),
+        ({"n_cities": 1}, "--cities"),
+        ({"phrasings": 5}, "--phrasings"),
+        ({"phrasings": 0}, "--phrasings"),
+        ({"val_other_phrasings": 0}, "--val_other_phrasings"),
+    ):
+        with pytest.raises(ValueError, match=option):
+            cpu_chain.generate_records(**kwargs)

@@ -1073,3 +1073,33 @@ def test_the_cpu_recipe_validates_on_the_wider_held_out_set_sampled_when_asked(t
         timeout=60,
     )
     assert proc.returncode == 2 and "VAL_PROMPTS=50 needs TASK=cpu_task" in proc.stderr
+
+
+def test_the_wide_chain_task_gets_its_own_model_and_rows_and_the_size_knobs_need_the_chain_task(tmp_path):
+    """CHAIN_CITIES / CHAIN_PHRASINGS / CHAIN_VAL_SHARE / CHAIN_VAL_OTHER (data_prep.cpu_chain's size): other rows,
+    so another cached model (its name says the size); the defaults keep the narrow task's name; on another task the
+    knobs fail at start-up, naming themselves."""
+    base = {"CACHE_DIR": str(tmp_path / "cache"), "SEED": "7", "TASK": "cpu_chain"}
+    size = {"CHAIN_CITIES": "26", "CHAIN_PHRASINGS": "4", "CHAIN_VAL_SHARE": "0.5", "CHAIN_VAL_OTHER": "1"}
+    wide = as_dict(recipe_args("run_cpu_tiny_slca.sh", str(tmp_path / "wide"), **base, **size))
+    narrow = as_dict(recipe_args("run_cpu_tiny_slca.sh", str(tmp_path / "narrow"), **base))
+    explicit = as_dict(
+        recipe_args(
+            "run_cpu_tiny_slca.sh",
+            str(tmp_path / "explicit"),
+            **base,
+            **{"CHAIN_CITIES": "12", "CHAIN_PHRASINGS": "2", "CHAIN_VAL_SHARE": "0.25", "CHAIN_VAL_OTHER": "4"},
+        )
+    )
+    model = "actor_rollout_ref.model.path"
+    assert "/tiny_qwen3_cpu_chain_c26p4v0.5o1_seed7_" in wide[model]
+    assert "/tiny_qwen3_cpu_chain_seed7_" in narrow[model] and explicit[model] == narrow[model]
+    assert wide["data.train_files"] != narrow["data.train_files"]
+    proc = subprocess.run(
+        ["bash", os.path.join(RECIPES, "run_cpu_tiny_slca.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DRY_RUN": "args", "OUTPUT_DIR": str(tmp_path / "x"), **base, "TASK": "cpu_task", **size},
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "CHAIN_CITIES" in proc.stderr and "need TASK=cpu_chain" in proc.stderr
