@@ -37,6 +37,7 @@ import json
 import math
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -239,21 +240,15 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
     t0 = time.perf_counter()
     log_path = os.path.join(out_root, f"{name}.log")
     os.makedirs(out_root, exist_ok=True)
+    cmd = [
+        "bash",
+        RECIPE,
+        f"trainer.validation_data_dir={os.path.join(out_root, name, VAL_DUMP)}",
+        *METHOD_OVERRIDES.get(method, []),
+        *args.overrides,
+    ]
     with open(log_path, "w") as log:
-        proc = subprocess.run(
-            [
-                "bash",
-                RECIPE,
-                f"trainer.validation_data_dir={os.path.join(out_root, name, VAL_DUMP)}",
-                *METHOD_OVERRIDES.get(method, []),
-                *args.overrides,
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            timeout=args.run_timeout,
-        )
+        returncode, timed_out = run_group(cmd, env, log, args.run_timeout)
     seconds = time.perf_counter() - t0
     summary = read_run(os.path.join(out_root, name), args)
     return {
@@ -261,11 +256,35 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
         "sigma": sigma,
         "seed": seed,
         "seconds": seconds,
-        "returncode": proc.returncode,
-        "failed": proc.returncode != 0,
+        "returncode": returncode,
+        "timed_out": timed_out,
+        "failed": returncode != 0,
         "log": log_path,
         **summary,
     }
+
+
+def run_group(cmd: list[str], env: dict, log, timeout: float, grace: float = 30.0) -> tuple[int, bool]:
+    """Run ``cmd`` in a process group of its own; past ``timeout`` seconds the whole group is stopped (SIGTERM, then
+    SIGKILL after ``grace`` seconds), so a recipe's warm-up, Ray workers and servers go with it, and the run is a
+    failed run of the grid rather than the end of the grid. Returns (exit status, timed out)."""
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        proc.wait()
+        log.write(f"\ncpu_reproduction: stopped after --run_timeout {timeout:g} s\n")
+        return proc.returncode if proc.returncode not in (None, 0) else -9, True
 
 
 def macro_endpoint(kind_acc: dict, start: int, every: int = 1) -> float | None:
@@ -616,7 +635,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument(
         "--endpoint_every", type=int, default=1, help="... at steps that are multiples of this (default: every one)"
     )
-    ap.add_argument("--run_timeout", type=int, default=3600)
+    ap.add_argument(
+        "--run_timeout", type=int, default=3600, help="seconds a run (its model build included) may take; then failed"
+    )
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results", "cpu_reproduction.json"))
     ap.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_reproduction.png"))
     ap.add_argument("--runs_dir", default=os.path.join(REPO, "outputs", "cpu_reproduction"))

@@ -213,3 +213,24 @@ def test_the_chain_tasks_size_reaches_the_recipe_and_keeps_resumed_grids_apart(t
     with pytest.raises(SystemExit) as e:
         cr.parse_args(["--chain_cities", "26"])
     assert e.value.code == 2 and "--chain_cities need --task cpu_chain" in capsys.readouterr().err
+
+
+def test_a_run_past_its_timeout_is_stopped_with_its_whole_group_and_counted_as_failed(tmp_path):
+    """The recipe's warm-up outlived a timed-out bash before (subprocess.run kills only its child): the whole group
+    goes, the log says why, and the caller gets a failed run instead of an exception that ends the grid."""
+    import os
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    script = f"trap '' TERM; sleep 120 & echo $! > {pidfile}; wait"  # a child that outlives a plain kill of bash
+    with open(tmp_path / "log", "w") as log:
+        t0 = time.perf_counter()
+        code, timed_out = cr.run_group(["bash", "-c", script], dict(os.environ), log, timeout=2, grace=1)
+    assert timed_out and code != 0 and time.perf_counter() - t0 < 30  # SIGTERM ignored: SIGKILL after the grace
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    assert "stopped after --run_timeout 2 s" in (tmp_path / "log").read_text()
+    with open(tmp_path / "log2", "w") as log:
+        assert cr.run_group(["bash", "-c", "exit 3"], dict(os.environ), log, timeout=30) == (3, False)
