@@ -272,19 +272,22 @@ def run_group(cmd: list[str], env: dict, log, timeout: float, grace: float = 30.
     try:
         return proc.wait(timeout=timeout), False
     except subprocess.TimeoutExpired:
-        for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left, the leader gone or not
         proc.wait()
         log.write(f"\ncpu_reproduction: stopped after --run_timeout {timeout:g} s\n")
         return proc.returncode if proc.returncode not in (None, 0) else -9, True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def macro_endpoint(kind_acc: dict, start: int, every: int = 1) -> float | None:
