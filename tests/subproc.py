@@ -15,6 +15,15 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process: it exists and is not a zombie (dead, waiting for its parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def run(args, *, timeout=None, input=None, capture_output=False, check=False, **kwargs) -> subprocess.CompletedProcess:
     """Like :func:`subprocess.run` (same keywords), the child leading a new process group; on a timeout or any
     exception (KeyboardInterrupt included) the whole group is killed before the error goes on."""

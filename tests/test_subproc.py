@@ -14,15 +14,6 @@ SCRIPT = (
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead, waiting for its parent (init) to reap it
-        return f.read().split(")")[-1].split()[0] != "Z"
-
-
 def _child_pid(path) -> int:
     for _ in range(100):
         if path.exists() and path.read_text():
@@ -37,10 +28,10 @@ def test_a_timed_out_command_leaves_no_process_of_its_group_behind(tmp_path):
         subproc.run(["bash", "-c", SCRIPT], timeout=3, env={**os.environ, "PID_FILE": str(pid_file)})
     child = _child_pid(pid_file)
     for _ in range(50):
-        if not _alive(child):
+        if not subproc.alive(child):
             break
         time.sleep(0.1)
-    assert not _alive(child)
+    assert not subproc.alive(child)
 
 
 def test_subprocess_run_alone_would_leave_the_child_running(tmp_path):
@@ -50,7 +41,7 @@ def test_subprocess_run_alone_would_leave_the_child_running(tmp_path):
         subprocess.run(["bash", "-c", SCRIPT], timeout=3, env={**os.environ, "PID_FILE": str(pid_file)})
     child = _child_pid(pid_file)
     try:
-        assert _alive(child)
+        assert subproc.alive(child)
     finally:
         os.kill(child, 9)
 

@@ -6,6 +6,7 @@ import json
 
 import cpu_reproduction as cr  # noqa: E402
 import pytest
+import subproc
 
 TOOL, CHAT, REPLY = (cr.VAL_KEYS[k] for k in ("tool_acc", "abstention_acc", "reply_quality"))
 
@@ -229,18 +230,9 @@ def test_a_run_past_its_timeout_is_stopped_with_its_whole_group_and_counted_as_f
     assert timed_out and code != 0 and time.perf_counter() - t0 < 30  # SIGTERM ignored: SIGKILL after the grace
     child = int(pidfile.read_text())
     deadline = time.time() + 10
-    while running(child) and time.time() < deadline:
+    while subproc.alive(child) and time.time() < deadline:
         time.sleep(0.1)
-    assert not running(child)
+    assert not subproc.alive(child)
     assert "stopped after --run_timeout 2 s" in (tmp_path / "log").read_text()
     with open(tmp_path / "log2", "w") as log:
         assert cr.run_group(["bash", "-c", "exit 3"], dict(os.environ), log, timeout=30) == (3, False)
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting for its new parent to reap it is not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

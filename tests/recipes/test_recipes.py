@@ -486,18 +486,9 @@ def test_a_slow_first_start_that_keeps_logging_survives_and_a_silent_one_is_call
     assert bad.returncode != 0 and "whole seconds" in bad.stderr
     pid = int((tmp_path / f"fake_{port}.pid").read_text())
     time.sleep(0.5)
-    alive = running(pid)
+    alive = subproc.alive(pid)
     stop_fakes(tmp_path)
     assert not alive, "a stuck replica must be stopped"
-
-
-def running(pid: int) -> bool:
-    """The process exists and is not a zombie (an orphan nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_key_file_others_can_read_is_refused_and_api_key_file_none_serves_open(tmp_path):
