@@ -621,13 +621,26 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="offline_proxy",
         help="the recipe's OFFLINE_JUDGE: the reply's rater (offline_length: its length, which no call decides)",
     )
-    ap.add_argument("--chain_cities", type=int, default=12, help="--task cpu_chain: cities (12..26)")
-    ap.add_argument("--chain_phrasings", type=int, default=2, help="--task cpu_chain: phrasings a kind (1..4)")
     ap.add_argument(
-        "--chain_val_share", type=float, default=0.25, help="--task cpu_chain: share of cities held out a kind"
+        "--chain_cities", type=int, default=VAL_SETTINGS["chain_cities"], help="--task cpu_chain: cities (12..26)"
     )
     ap.add_argument(
-        "--chain_val_other", type=int, default=4, help="--task cpu_chain: phrasings of held-out airport/chat prompts"
+        "--chain_phrasings",
+        type=int,
+        default=VAL_SETTINGS["chain_phrasings"],
+        help="--task cpu_chain: phrasings a kind (1..4)",
+    )
+    ap.add_argument(
+        "--chain_val_share",
+        type=float,
+        default=VAL_SETTINGS["chain_val_share"],
+        help="--task cpu_chain: share of cities held out a kind",
+    )
+    ap.add_argument(
+        "--chain_val_other",
+        type=int,
+        default=VAL_SETTINGS["chain_val_other"],
+        help="--task cpu_chain: phrasings of held-out airport/chat prompts",
     )
     ap.add_argument(
         "--endpoint_from",

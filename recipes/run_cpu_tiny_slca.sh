@@ -41,7 +41,9 @@ VAL_PROMPTS=${VAL_PROMPTS:-0}
 # TASK=cpu_chain's size (data_prep/cpu_chain.py): cities (12..26), phrasings a kind (1..4), the share of cities held
 # out per kind, the phrasings of held-out airport and chat prompts. The defaults hold out 12 chains; the wide task,
 # CHAIN_CITIES=26 CHAIN_PHRASINGS=4 CHAIN_VAL_SHARE=0.5 CHAIN_VAL_OTHER=1, 104 (each city trained as one chain kind)
-CHAIN_SIZE=("${CHAIN_CITIES:-12}" "${CHAIN_PHRASINGS:-2}" "${CHAIN_VAL_SHARE:-0.25}" "${CHAIN_VAL_OTHER:-4}")
+CHAIN_DEFAULT=(12 2 0.25 4)
+CHAIN_SIZE=("${CHAIN_CITIES:-${CHAIN_DEFAULT[0]}}" "${CHAIN_PHRASINGS:-${CHAIN_DEFAULT[1]}}"
+            "${CHAIN_VAL_SHARE:-${CHAIN_DEFAULT[2]}}" "${CHAIN_VAL_OTHER:-${CHAIN_DEFAULT[3]}}")
 # the offline judge of the reply (without OPENAI_BASE_URL): offline_proxy rates how much of the tool response the
 # reply repeats (a right call can change it); offline_length the reply's length against 10 words, which no call decides
 OFFLINE_JUDGE=${OFFLINE_JUDGE:-offline_proxy}
@@ -74,7 +76,7 @@ case "${TASK}" in
   *) echo "unknown TASK=${TASK} (cpu_task | cpu_chain | xlam)" >&2; exit 2 ;;
 esac
 TASK_ARGS=() TASK_TAG=
-if [[ "${CHAIN_SIZE[*]}" != "12 2 0.25 4" ]]; then   # a wider chain task: its own rows, so its own model
+if [[ "${CHAIN_SIZE[*]}" != "${CHAIN_DEFAULT[*]}" ]]; then   # a wider chain task: its own rows, so its own model
   [[ "${TASK}" == cpu_chain ]] || { echo "CHAIN_CITIES/CHAIN_PHRASINGS/CHAIN_VAL_SHARE/CHAIN_VAL_OTHER need TASK=cpu_chain" >&2; exit 2; }
   TASK_ARGS=(--cities "${CHAIN_SIZE[0]}" --phrasings "${CHAIN_SIZE[1]}" --val_share "${CHAIN_SIZE[2]}"
              --val_other_phrasings "${CHAIN_SIZE[3]}")
