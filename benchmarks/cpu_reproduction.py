@@ -317,11 +317,21 @@ def read_run(run_dir: str, args) -> dict:
 
 
 def spread(values: list) -> dict | None:
-    """median, min, max of the values that exist (None: a threshold never reached counts as the run's steps + 1)."""
+    """median, quartiles (``q1``, ``q3``: linear interpolation between order statistics, numpy's default; with one
+    value both are it), min, max of the values that exist (None: a threshold never reached counts as the run's
+    steps + 1)."""
     values = [v for v in values if v is not None]
     if not values:
         return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else (values[0],) * 3
+    return {
+        "median": statistics.median(values),
+        "q1": q1,
+        "q3": q3,
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 def summarise(runs: list[dict], steps: int) -> dict:
@@ -384,6 +394,53 @@ def chi2_quantile(p: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b) (Lentz's continued fraction, on the side that converges)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 10_000):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * f
+
+
+def t_sf2(t: float, df: int) -> float:
+    """Two-sided p-value of Student's t with ``df`` degrees of freedom:
+    P(|T| >= |t|) = I_{df / (df + t^2)}(df / 2, 1 / 2)."""
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def paired_t(diffs: list[float]) -> dict | None:
+    """The paired t-test of mean difference 0 (two-sided): t = mean / (sd / sqrt(n)), df = n - 1, and its p-value
+    (None with fewer than 2 differences; with SD 0, t is infinite and p is 0 unless the mean is 0 too)."""
+    n = len(diffs)
+    if n < 2:
+        return None
+    mean, sd = statistics.fmean(diffs), statistics.stdev(diffs)
+    if sd == 0.0:
+        return {"t": 0.0 if mean == 0.0 else math.copysign(math.inf, mean), "df": n - 1, "p": float(mean == 0.0)}
+    t = mean / (sd / math.sqrt(n))
+    return {"t": t, "df": n - 1, "p": t_sf2(t, n - 1)}
+
+
 def seeds_for_power(sd: float, delta: float, alpha: float = 0.05, power: float = 0.8) -> int:
     """Paired seeds for a two-sided paired test at ``alpha`` to detect a mean difference ``delta`` with ``power``
     when the paired differences have SD ``sd`` (normal approximation: ((z_{1-alpha/2} + z_power) sd / delta)^2)."""
@@ -405,8 +462,8 @@ def bootstrap_mean_ci(values: list[float], n_boot: int = 10_000, seed: int = 0) 
 def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(0.05, 0.10)) -> dict:
     """Per (method other than ``base``, σ): the differences method − base of ``key`` on the seeds both ran, their
     mean with a bootstrap 95 % interval over seeds, their SD and its 95 % interval (chi-square, n − 1 degrees of
-    freedom), and the paired seeds 80 % power needs for each effect in ``deltas`` at the SD and at the ends of its
-    interval."""
+    freedom), the paired t-test of a zero mean (two-sided, :func:`paired_t`), and the paired seeds 80 % power needs for
+    each effect in ``deltas`` at the SD and at the ends of its interval."""
     ok = {(r["method"], r["sigma"], r["seed"]): r for r in runs if not r["failed"] and r.get(key) is not None}
     cells: dict[str, dict[int, float]] = {}
     for (method, sigma, seed), r in ok.items():
@@ -428,6 +485,7 @@ def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(
             entry.update(
                 sd=sd,
                 sd_95=[lo, hi],
+                t_test=paired_t(d),
                 seeds_80pct={
                     f"{delta:g}": [seeds_for_power(x, delta) for x in (lo, sd, hi)] if sd > 0 else None
                     for delta in deltas
@@ -440,26 +498,32 @@ def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(
 def paired_table(pairs: dict) -> str:
     """:func:`paired` as a markdown table."""
     lines = [
-        "| difference | σ | seeds | per seed | mean | SD [95 %] "
+        "| difference | σ | seeds | per seed | mean [95 % bootstrap] | SD [95 %] | paired t (df), two-sided p "
         "| seeds for 80 % power at 5 / 10 points [SD's interval] |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for cell, e in sorted(pairs.items()):
         name, sigma = cell.split("|")
         per = ", ".join(f"{k}: {100 * v:+.1f}" for k, v in e["diffs"].items())
         sd = f"{100 * e['sd']:.1f} [{100 * e['sd_95'][0]:.1f}, {100 * e['sd_95'][1]:.1f}]" if "sd" in e else "—"
+        boot = e.get("mean_95_bootstrap")
+        mean = f"{100 * e['mean']:+.1f}" + (f" [{100 * boot[0]:+.1f}, {100 * boot[1]:+.1f}]" if boot else "")
+        tt = e.get("t_test")
+        test = f"{tt['t']:.2f} ({tt['df']}), p = {tt['p']:.3f}" if tt else "—"
         need = "—"
         if e.get("seeds_80pct") and all(e["seeds_80pct"].values()):
             need = " / ".join(f"{v[1]} [{v[0]}, {v[2]}]" for v in e["seeds_80pct"].values())
-        lines.append(f"| {name} | {sigma} | {e['n']} | {per} | {100 * e['mean']:+.1f} | {sd} | {need} |")
+        lines.append(f"| {name} | {sigma} | {e['n']} | {per} | {mean} | {sd} | {test} | {need} |")
     return "\n".join(lines)
 
 
-def fmt(cell: dict | None, pct: bool = False) -> str:
+def fmt(cell: dict | None, pct: bool = False, iqr: bool = False) -> str:
+    """A :func:`spread` as ``median [min, max]`` (``iqr``: ``median [q1, q3]``), in percent with ``pct``."""
     if not cell:
         return "—"
     f = (lambda v: f"{100 * v:.0f}") if pct else (lambda v: f"{v:.2f}" if isinstance(v, float) else str(v))
-    return f"{f(cell['median'])} [{f(cell['min'])}, {f(cell['max'])}]"
+    lo, hi = ("q1", "q3") if iqr else ("min", "max")
+    return f"{f(cell['median'])} [{f(cell[lo])}, {f(cell[hi])}]"
 
 
 def table(summary: dict, steps: int, threshold: float) -> str:
@@ -473,8 +537,8 @@ def table(summary: dict, steps: int, threshold: float) -> str:
             else ""
         )
         + "| abstention % | reply quality | noise leak r |"
-        + (" endpoint % | reply–execution r (with a call) |" if wide else ""),
-        "|---|---|---|---|---|" + ("---|---|---|" if single else "") + "---|---|---|" + ("---|---|" if wide else ""),
+        + (" endpoint % [range] | endpoint % [IQR] | reply–execution r (with a call) |" if wide else ""),
+        "|---|---|---|---|---|" + ("---|---|---|" if single else "") + "---|---|---|" + ("---|" * 3 if wide else ""),
     ]
     for key in sorted(summary, key=lambda k: (float(k.split("|")[1]), list(METHODS).index(k.split("|")[0]))):
         method, sigma = key.split("|")
@@ -492,7 +556,8 @@ def table(summary: dict, steps: int, threshold: float) -> str:
             + f"{fmt(c['final_abstention_acc'], True)} | {fmt(c['final_reply_quality'])} | "
             f"{fmt(c['noise_leak'])} |"
             + (
-                f" {fmt(c.get('endpoint'), True)} | {fmt(c.get('reply_exec_r'))} "
+                f" {fmt(c.get('endpoint'), True)} | {fmt(c.get('endpoint'), True, iqr=True)} | "
+                f"{fmt(c.get('reply_exec_r'))} "
                 f"({fmt(c.get('reply_exec_r_called'))}) |"
                 if wide
                 else ""
@@ -675,6 +740,14 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.plot_only:
         result = json.load(open(args.plot_only))
+        # the tables from the runs with this code's analysis (an older file's summary may lack fields); nothing written
+        # but the plot
+        steps = result["args"]["steps"]
+        result.update(
+            summary=summarise(result["runs"], steps),
+            paired=paired(result["runs"]),
+            paired_macro=paired(result["runs"], key="endpoint_macro"),
+        )
         plot(result, args.plot)
         print(table(result["summary"], result["args"]["steps"], result["args"]["threshold"]))
         if result.get("paired"):

@@ -3,6 +3,7 @@ and --resume keeping finished runs of other cells (the grid is run in pieces on 
 
 import argparse
 import json
+import math
 
 import cpu_reproduction as cr  # noqa: E402
 import pytest
@@ -58,8 +59,12 @@ def test_summary_gives_median_and_range_and_counts_never_as_steps_plus_one():
     runs.append({**runs[0], "seed": 4, "failed": True})
     cell = cr.summarise(runs, steps=10)["grpo|1"]
     assert cell["runs"] == 4 and cell["failed"] == 1 and cell["reached"] == 2
-    assert cell["steps_to_threshold"] == {"median": 10, "min": 5, "max": 11, "n": 3}
-    assert cell["final_tool_acc"] == {"median": 0.35, "min": 0.2, "max": 0.4, "n": 3}
+    # quartiles interpolated between order statistics: 5, 10, 11 -> 7.5 and 10.5
+    assert cell["steps_to_threshold"] == {"median": 10, "q1": 7.5, "q3": 10.5, "min": 5, "max": 11, "n": 3}
+    acc = cell["final_tool_acc"]  # 0.2, 0.35, 0.4 -> 0.275 and 0.375
+    assert (acc["median"], acc["min"], acc["max"], acc["n"]) == (0.35, 0.2, 0.4, 3)
+    assert abs(acc["q1"] - 0.275) < 1e-12 and abs(acc["q3"] - 0.375) < 1e-12
+    assert cr.fmt(acc, pct=True, iqr=True) == "35 [28, 38]" and cr.spread([0.5])["q1"] == 0.5
     row = cr.table({"grpo|1": cell}, steps=10, threshold=0.3).splitlines()[-1]
     assert row.startswith("| grpo | 1 | 2/3 | 10 [5, >10] | 0 [0, 0] → 35 [20, 40] |")
 
@@ -179,7 +184,27 @@ def test_paired_differences_their_sd_interval_and_the_seeds_80_percent_power_nee
     # ((1.96 + 0.8416) * 0.05 / 0.05)^2 = 7.85 -> 8 seeds for a 5-point effect; the doc's 0.13 SD: 14 and 54
     assert cell["seeds_80pct"]["0.05"][1] == 8 and cell["seeds_80pct"]["0.1"][1] == 2
     assert (cr.seeds_for_power(0.13, 0.10), cr.seeds_for_power(0.13, 0.05)) == (14, 54)
-    assert "| slca_grpo-grpo | 1 | 3 | 1: +10.0, 2: +0.0, 3: +5.0 | +5.0 |" in cr.paired_table(cr.paired(runs))
+    # t = 0.05 / (0.05 / sqrt 3) = sqrt 3 with 2 df; two-sided p = 1 - sqrt 3 / sqrt(2 + 3) (t_2's closed-form CDF)
+    t = cell["t_test"]
+    assert t["df"] == 2 and abs(t["t"] - 3**0.5) < 1e-12 and abs(t["p"] - (1 - (3 / 5) ** 0.5)) < 1e-12
+    row = [line for line in cr.paired_table(cr.paired(runs)).splitlines() if line.startswith("| slca_grpo-grpo")][0]
+    assert row.startswith("| slca_grpo-grpo | 1 | 3 | 1: +10.0, 2: +0.0, 3: +5.0 | +5.0 [")
+    assert "| 1.73 (2), p = 0.225 |" in row
+
+
+def test_paired_t_matches_closed_forms_and_table_values():
+    # two-sided p of Student's t: df 1 (Cauchy) 1 - 2 atan|t| / pi; df 2: 1 - |t| / sqrt(2 + t^2)
+    for t in (0.1, 0.7, 1.0, 2.5, 12.0, -3.0):
+        assert abs(cr.t_sf2(t, 1) - (1 - 2 * math.atan(abs(t)) / math.pi)) < 1e-12
+        assert abs(cr.t_sf2(t, 2) - (1 - abs(t) / math.sqrt(2 + t * t))) < 1e-12
+    # the 97.5 % quantiles of printed t tables (df 5, 9, 29) give p = 0.05; the normal's 1.96 at df 10^6
+    for t, df in ((2.570582, 5), (2.262157, 9), (2.045230, 29)):
+        assert abs(cr.t_sf2(t, df) - 0.05) < 1e-6
+    assert abs(cr.t_sf2(1.959964, 10**6) - 0.05) < 1e-5 and cr.t_sf2(0.0, 7) == 1.0
+    # a constant difference: t infinite, p 0 (or 1 when it is zero); one seed: no test
+    assert cr.paired_t([0.1, 0.1])["p"] == 0.0 and cr.paired_t([0.0, 0.0])["p"] == 1.0 and cr.paired_t([0.1]) is None
+    # the t of a sample by hand: diffs 1, 2, 6 -> mean 3, sd sqrt 7, t = 3 / (sqrt 7 / sqrt 3)
+    assert abs(cr.paired_t([1.0, 2.0, 6.0])["t"] - 3 / math.sqrt(7 / 3)) < 1e-12
 
 
 def test_resume_keeps_only_runs_of_the_same_validation_settings(tmp_path):
