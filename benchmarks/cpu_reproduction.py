@@ -720,7 +720,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--run_timeout", type=int, default=3600, help="seconds a run (its model build included) may take; then failed"
     )
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "results", "cpu_reproduction.json"))
-    ap.add_argument("--plot", default=os.path.join(REPO, "docs", "img", "cpu_reproduction.png"))
+    ap.add_argument(
+        "--plot",
+        default=None,
+        help="the figure (default: docs/img/cpu_reproduction.png; with --plot-only DIR/results/NAME.json, "
+        "DIR/img/NAME.png, so re-tabulating one grid never overwrites another's figure)",
+    )
     ap.add_argument("--runs_dir", default=os.path.join(REPO, "outputs", "cpu_reproduction"))
     ap.add_argument("--plot-only", dest="plot_only", default=None, help="re-plot and re-tabulate an existing JSON")
     ap.add_argument(
@@ -730,6 +735,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     ap.add_argument("overrides", nargs="*", help="extra hydra overrides for every run")
     args = ap.parse_args(argv)
+    if args.plot is None and args.plot_only:
+        results_dir, name = os.path.split(os.path.splitext(args.plot_only)[0])
+        args.plot = os.path.join(os.path.dirname(results_dir), "img", name + ".png")
+    elif args.plot is None:
+        args.plot = os.path.join(REPO, "docs", "img", "cpu_reproduction.png")
     moved = [k for k in CHAIN_SIZE if getattr(args, k) != VAL_SETTINGS[k]]
     if moved and args.task != "cpu_chain":
         ap.error(f"{', '.join('--' + k for k in moved)} need --task cpu_chain")

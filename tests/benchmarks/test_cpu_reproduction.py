@@ -4,6 +4,8 @@ and --resume keeping finished runs of other cells (the grid is run in pieces on 
 import argparse
 import json
 import math
+import os
+import statistics
 
 import cpu_reproduction as cr  # noqa: E402
 import pytest
@@ -239,6 +241,28 @@ def test_the_chain_tasks_size_reaches_the_recipe_and_keeps_resumed_grids_apart(t
     with pytest.raises(SystemExit) as e:
         cr.parse_args(["--chain_cities", "26"])
     assert e.value.code == 2 and "--chain_cities need --task cpu_chain" in capsys.readouterr().err
+
+
+def test_plot_only_retabulates_an_older_file_and_draws_beside_it_not_over_another_grid(tmp_path, capsys):
+    """--plot-only on the committed two-seed pilot (written before the t-test existed): the paired t-test from its
+    runs, and the figure at DIR/img/NAME.png rather than the default grid's docs/img/cpu_reproduction.png."""
+    import shutil
+
+    (tmp_path / "results").mkdir()
+    src = os.path.join(cr.REPO, "docs", "results", "cpu_main_pilot.json")
+    shutil.copy(src, tmp_path / "results" / "pilot.json")
+    old = json.load(open(src))
+    assert "t_test" not in old["paired"]["slca_grpo-grpo|1"]
+    args = cr.parse_args(["--plot-only", str(tmp_path / "results" / "pilot.json")])
+    assert args.plot == str(tmp_path / "img" / "pilot.png")
+    assert cr.parse_args([]).plot == os.path.join(cr.REPO, "docs", "img", "cpu_reproduction.png")
+    assert cr.main(["--plot-only", str(tmp_path / "results" / "pilot.json")]) == 0
+    assert (tmp_path / "img" / "pilot.png").stat().st_size > 0
+    ends = {(r["method"], r["seed"]): r["endpoint"] for r in old["runs"]}
+    d = [ends["slca_grpo", k] - ends["grpo", k] for k in (0, 1)]
+    t = statistics.fmean(d) / (statistics.stdev(d) / math.sqrt(2))
+    p = 1 - 2 * math.atan(abs(t)) / math.pi  # one degree of freedom: Cauchy
+    assert f"| {t:.2f} (1), p = {p:.3f} |" in capsys.readouterr().out
 
 
 def test_a_run_past_its_timeout_is_stopped_with_its_whole_group_and_counted_as_failed(tmp_path):
