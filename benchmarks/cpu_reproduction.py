@@ -234,7 +234,7 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
         }
     )
     if args.task == "cpu_chain":
-        env.update({name: f"{getattr(args, key):g}" for key, name in CHAIN_SIZE.items()})
+        env.update({name: f"{getattr(args, key):g}" for key, (name, _) in CHAIN_SIZE.items()})
     if args.lr is not None:
         env["ACTOR_LR"] = f"{args.lr:g}"
     t0 = time.perf_counter()
@@ -600,12 +600,13 @@ def plot(result: dict, path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
-#: --task cpu_chain's size (data_prep/cpu_chain.py's options): argument -> the recipe's variable
+#: --task cpu_chain's size (data_prep/cpu_chain.py's options): argument -> (the recipe's variable, what it sets); the
+#: default and type are :data:`VAL_SETTINGS`'
 CHAIN_SIZE = {
-    "chain_cities": "CHAIN_CITIES",
-    "chain_phrasings": "CHAIN_PHRASINGS",
-    "chain_val_share": "CHAIN_VAL_SHARE",
-    "chain_val_other": "CHAIN_VAL_OTHER",
+    "chain_cities": ("CHAIN_CITIES", "cities (12..26)"),
+    "chain_phrasings": ("CHAIN_PHRASINGS", "phrasings a kind (1..4)"),
+    "chain_val_share": ("CHAIN_VAL_SHARE", "share of cities held out a kind"),
+    "chain_val_other": ("CHAIN_VAL_OTHER", "phrasings of held-out airport/chat prompts"),
 }
 #: the validation, judge and task settings a resumed grid must share (an older JSON without them ran the defaults)
 VAL_SETTINGS = {
@@ -686,27 +687,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="offline_proxy",
         help="the recipe's OFFLINE_JUDGE: the reply's rater (offline_length: its length, which no call decides)",
     )
-    ap.add_argument(
-        "--chain_cities", type=int, default=VAL_SETTINGS["chain_cities"], help="--task cpu_chain: cities (12..26)"
-    )
-    ap.add_argument(
-        "--chain_phrasings",
-        type=int,
-        default=VAL_SETTINGS["chain_phrasings"],
-        help="--task cpu_chain: phrasings a kind (1..4)",
-    )
-    ap.add_argument(
-        "--chain_val_share",
-        type=float,
-        default=VAL_SETTINGS["chain_val_share"],
-        help="--task cpu_chain: share of cities held out a kind",
-    )
-    ap.add_argument(
-        "--chain_val_other",
-        type=int,
-        default=VAL_SETTINGS["chain_val_other"],
-        help="--task cpu_chain: phrasings of held-out airport/chat prompts",
-    )
+    for key, (_, what) in CHAIN_SIZE.items():
+        default = VAL_SETTINGS[key]
+        ap.add_argument(f"--{key}", type=type(default), default=default, help=f"--task cpu_chain: {what}")
     ap.add_argument(
         "--endpoint_from",
         type=int,
@@ -759,10 +742,10 @@ def main(argv=None) -> int:
             paired_macro=paired(result["runs"], key="endpoint_macro"),
         )
         plot(result, args.plot)
-        print(table(result["summary"], result["args"]["steps"], result["args"]["threshold"]))
-        if result.get("paired"):
+        print(table(result["summary"], steps, result["args"]["threshold"]))
+        if result["paired"]:
             print(paired_table(result["paired"]))
-            print(paired_table(result.get("paired_macro", {})))
+            print(paired_table(result["paired_macro"]))
         return 0
     if len(args.seeds) < 3:
         print(f"note: {len(args.seeds)} seed(s): too few for a claim about learning", file=sys.stderr)

@@ -5,6 +5,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 
 import cpu_reproduction as cr  # noqa: E402
@@ -246,8 +247,6 @@ def test_the_chain_tasks_size_reaches_the_recipe_and_keeps_resumed_grids_apart(t
 def test_plot_only_retabulates_an_older_file_and_draws_beside_it_not_over_another_grid(tmp_path, capsys):
     """--plot-only on the committed two-seed pilot (written before the t-test existed): the paired t-test from its
     runs, and the figure at DIR/img/NAME.png rather than the default grid's docs/img/cpu_reproduction.png."""
-    import shutil
-
     (tmp_path / "results").mkdir()
     src = os.path.join(cr.REPO, "docs", "results", "cpu_main_pilot.json")
     shutil.copy(src, tmp_path / "results" / "pilot.json")
