@@ -26,7 +26,9 @@ back from verl's own metrics.jsonl, per run:
     steps to threshold   first validation step with tool accuracy >= --threshold (None: never)
     noise leak           mean over training steps of slca/corr_adv_tool_judge_noise (tool advantage vs judge noise)
 
-and the summary gives, per (method, σ), the median and the range over seeds. Seeds are arbitrary integers; the
+and the summary gives, per (method, σ), the median and the range over seeds; the paired tables each method's endpoint
+minus GRPO's on the same seed (``paired``, and ``paired_macro`` with every kind weighted alike), and ``learning`` each
+method's endpoint minus the seed's start (its step-0 validation averaged over the seed's runs). Seeds are arbitrary integers; the
 models are built once per seed and cached (CACHE_DIR). The machine and the wall time are printed and stored.
 """
 
@@ -459,40 +461,59 @@ def bootstrap_mean_ci(values: list[float], n_boot: int = 10_000, seed: int = 0) 
     return [means[int(0.025 * n_boot)], means[int(0.975 * n_boot) - 1]]
 
 
+def diff_stats(diffs: dict[int, float], deltas=(0.05, 0.10)) -> dict:
+    """Differences keyed by seed: their mean with a bootstrap 95 % interval over seeds, their SD and its 95 % interval
+    (chi-square, n − 1 degrees of freedom), the t-test of a zero mean (two-sided, :func:`paired_t`), and the seeds 80 %
+    power needs for each effect in ``deltas`` at the SD and at the ends of its interval."""
+    d = list(diffs.values())
+    entry = {
+        "diffs": {str(k): v for k, v in diffs.items()},
+        "n": len(d),
+        "mean": statistics.fmean(d),
+        "mean_95_bootstrap": bootstrap_mean_ci(d),
+    }
+    if len(d) > 1:
+        sd, df = statistics.stdev(d), len(d) - 1
+        lo, hi = sd * math.sqrt(df / chi2_quantile(0.975, df)), sd * math.sqrt(df / chi2_quantile(0.025, df))
+        entry.update(
+            sd=sd,
+            sd_95=[lo, hi],
+            t_test=paired_t(d),
+            seeds_80pct={
+                f"{delta:g}": [seeds_for_power(x, delta) for x in (lo, sd, hi)] if sd > 0 else None for delta in deltas
+            },
+        )
+    return entry
+
+
 def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(0.05, 0.10)) -> dict:
-    """Per (method other than ``base``, σ): the differences method − base of ``key`` on the seeds both ran, their
-    mean with a bootstrap 95 % interval over seeds, their SD and its 95 % interval (chi-square, n − 1 degrees of
-    freedom), the paired t-test of a zero mean (two-sided, :func:`paired_t`), and the paired seeds 80 % power needs for
-    each effect in ``deltas`` at the SD and at the ends of its interval."""
+    """Per (method other than ``base``, σ): :func:`diff_stats` of the differences method − base of ``key`` on the
+    seeds both ran."""
     ok = {(r["method"], r["sigma"], r["seed"]): r for r in runs if not r["failed"] and r.get(key) is not None}
     cells: dict[str, dict[int, float]] = {}
     for (method, sigma, seed), r in ok.items():
         b = ok.get((base, sigma, seed))
         if method != base and b is not None:
             cells.setdefault(f"{method}-{base}|{sigma:g}", {})[seed] = r[key] - b[key]
-    out = {}
-    for cell, diffs in cells.items():
-        d = list(diffs.values())
-        entry = {
-            "diffs": {str(k): v for k, v in diffs.items()},
-            "n": len(d),
-            "mean": statistics.fmean(d),
-            "mean_95_bootstrap": bootstrap_mean_ci(d),
-        }
-        if len(d) > 1:
-            sd, df = statistics.stdev(d), len(d) - 1
-            lo, hi = sd * math.sqrt(df / chi2_quantile(0.975, df)), sd * math.sqrt(df / chi2_quantile(0.025, df))
-            entry.update(
-                sd=sd,
-                sd_95=[lo, hi],
-                t_test=paired_t(d),
-                seeds_80pct={
-                    f"{delta:g}": [seeds_for_power(x, delta) for x in (lo, sd, hi)] if sd > 0 else None
-                    for delta in deltas
-                },
-            )
-        out[cell] = entry
-    return out
+    return {cell: diff_stats(diffs, deltas) for cell, diffs in cells.items()}
+
+
+def learning(runs: list[dict], key: str = "endpoint", deltas=(0.05, 0.10)) -> dict:
+    """Per (method, σ): :func:`diff_stats` of each seed's gain ``key`` − start, where the start is that seed's step-0
+    validation (``start_tool_acc``) averaged over the runs of every method at that seed and σ.
+
+    Every run of a seed starts from the same model, so its step-0 validations are independent samplings of one number
+    (mean@k); their mean is the start, with less sampling noise than the run's own. A gain whose interval holds 0
+    is no measurable learning; its upper end is the bound on what the method learned in the run's steps."""
+    ok = [r for r in runs if not r["failed"] and r.get(key) is not None and r.get("start_tool_acc") is not None]
+    starts: dict[tuple, list[float]] = {}
+    for r in ok:
+        starts.setdefault((r["sigma"], r["seed"]), []).append(r["start_tool_acc"])
+    cells: dict[str, dict[int, float]] = {}
+    for r in ok:
+        start = statistics.fmean(starts[r["sigma"], r["seed"]])
+        cells.setdefault(f"{r['method']}-start|{r['sigma']:g}", {})[r["seed"]] = r[key] - start
+    return {cell: diff_stats(diffs, deltas) for cell, diffs in cells.items()}
 
 
 def paired_table(pairs: dict) -> str:
@@ -653,6 +674,7 @@ def write_result(args, machine: dict, wall: float, runs: list[dict]) -> dict:
         "summary": summarise(runs, args.steps),
         "paired": paired(runs),
         "paired_macro": paired(runs, key="endpoint_macro"),
+        "learning": learning(runs),
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
@@ -740,12 +762,14 @@ def main(argv=None) -> int:
             summary=summarise(result["runs"], steps),
             paired=paired(result["runs"]),
             paired_macro=paired(result["runs"], key="endpoint_macro"),
+            learning=learning(result["runs"]),
         )
         plot(result, args.plot)
         print(table(result["summary"], steps, result["args"]["threshold"]))
         if result["paired"]:
             print(paired_table(result["paired"]))
             print(paired_table(result["paired_macro"]))
+            print(paired_table(result["learning"]))
         return 0
     if len(args.seeds) < 3:
         print(f"note: {len(args.seeds)} seed(s): too few for a claim about learning", file=sys.stderr)
@@ -785,6 +809,7 @@ def main(argv=None) -> int:
     if result["paired"]:
         print(paired_table(result["paired"]))
         print(paired_table(result["paired_macro"]))
+        print(paired_table(result["learning"]))
     print(f"wall time {wall / 60:.1f} min on {machine['cpus']} CPUs; {args.out}, {args.plot}")
     return 1 if any(r["failed"] for r in runs) else 0
 

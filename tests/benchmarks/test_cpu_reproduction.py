@@ -195,6 +195,30 @@ def test_paired_differences_their_sd_interval_and_the_seeds_80_percent_power_nee
     assert "| 1.73 (2), p = 0.225 |" in row
 
 
+def test_learning_is_the_gain_over_the_seeds_start_averaged_over_its_runs():
+    runs = [
+        {"method": m, "sigma": 0.0, "seed": seed, "failed": False, "start_tool_acc": s0, "endpoint": e}
+        for m, seed, s0, e in (
+            ("grpo", 1, 0.20, 0.30),
+            ("slca_grpo", 1, 0.24, 0.26),
+            ("grpo", 2, 0.10, 0.16),
+            ("slca_grpo", 2, 0.14, 0.12),
+        )
+    ]
+    runs.append({"method": "grpo", "sigma": 0.0, "seed": 3, "failed": True, "start_tool_acc": 0.9, "endpoint": 0.0})
+    cells = cr.learning(runs)
+    assert set(cells) == {"grpo-start|0", "slca_grpo-start|0"}  # the failed run is in neither cell nor any start
+    # starts: seed 1 (0.20 + 0.24) / 2 = 0.22, seed 2 0.12; not each run's own step 0
+    g, s = cells["grpo-start|0"], cells["slca_grpo-start|0"]
+    assert g["n"] == 2 and abs(g["diffs"]["1"] - 0.08) < 1e-12 and abs(g["diffs"]["2"] - 0.04) < 1e-12
+    assert abs(s["diffs"]["1"] - 0.04) < 1e-12 and abs(s["diffs"]["2"] - 0.00) < 1e-12
+    # gains 0.08, 0.04: mean 0.06, sd 0.04 / sqrt 2, t = 0.06 / (sd / sqrt 2) = 3 with 1 df (Cauchy)
+    assert abs(g["mean"] - 0.06) < 1e-12 and abs(g["sd"] - 0.04 / 2**0.5) < 1e-12
+    assert g["t_test"]["df"] == 1 and abs(g["t_test"]["t"] - 3.0) < 1e-9
+    assert abs(g["t_test"]["p"] - (1 - 2 * math.atan(3.0) / math.pi)) < 1e-12
+    assert "| grpo-start | 0 | 2 | 1: +8.0, 2: +4.0 | +6.0 [" in cr.paired_table(cells)
+
+
 def test_paired_t_matches_closed_forms_and_table_values():
     # two-sided p of Student's t: df 1 (Cauchy) 1 - 2 atan|t| / pi; df 2: 1 - |t| / sqrt(2 + t^2)
     for t in (0.1, 0.7, 1.0, 2.5, 12.0, -3.0):
