@@ -28,8 +28,9 @@ back from verl's own metrics.jsonl, per run:
 
 and the summary gives, per (method, σ), the median and the range over seeds; the paired tables each method's endpoint
 minus GRPO's on the same seed (``paired``, and ``paired_macro`` with every kind weighted alike), and ``learning`` each
-method's endpoint minus the seed's start (its step-0 validation averaged over the seed's runs). Seeds are arbitrary integers; the
-models are built once per seed and cached (CACHE_DIR). The machine and the wall time are printed and stored.
+method's endpoint minus the seed's start (its step-0 validation averaged over the seed's runs). Seeds are arbitrary
+integers; the models are built once per seed and cached (CACHE_DIR). The machine and the wall time are printed and
+stored.
 """
 
 from __future__ import annotations
