@@ -270,20 +270,31 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
 def run_group(cmd: list[str], env: dict, log, timeout: float, grace: float = 30.0) -> tuple[int, bool]:
     """Run ``cmd`` in a process group of its own; past ``timeout`` seconds the whole group is stopped (SIGTERM, then
     SIGKILL after ``grace`` seconds), so a recipe's warm-up, Ray workers and servers go with it, and the run is a
-    failed run of the grid rather than the end of the grid. Returns (exit status, timed out)."""
+    failed run of the grid rather than the end of the grid. When the grid itself is stopped (Ctrl-C, or SIGTERM, which
+    the script turns into :class:`KeyboardInterrupt`) the group is stopped the same way before the
+    interrupt goes on: the run's children do not outlive the grid. Returns (exit status, timed out)."""
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         return proc.wait(timeout=timeout), False
     except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left, the leader gone or not
-        proc.wait()
+        _stop_group(proc, grace)
         log.write(f"\ncpu_reproduction: stopped after --run_timeout {timeout:g} s\n")
         return proc.returncode if proc.returncode not in (None, 0) else -9, True
+    except BaseException:
+        _stop_group(proc, grace)
+        log.write("\ncpu_reproduction: stopped with the grid\n")
+        raise
+
+
+def _stop_group(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to ``proc``'s group, SIGKILL to whatever of it is left ``grace`` seconds later; ``proc`` reaped."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left, the leader gone or not
+    proc.wait()
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -291,6 +302,11 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
+
+
+def _interrupt(signum, frame):
+    """SIGTERM as Ctrl-C: :func:`run_group` then stops the run in progress with its whole group."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def macro_endpoint(kind_acc: dict, start: int, every: int = 1) -> float | None:
@@ -816,4 +832,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped grid stops its run's whole group too (run_group)
     sys.exit(main())

@@ -308,3 +308,39 @@ def test_a_run_past_its_timeout_is_stopped_with_its_whole_group_and_counted_as_f
     assert "stopped after --run_timeout 2 s" in (tmp_path / "log").read_text()
     with open(tmp_path / "log2", "w") as log:
         assert cr.run_group(["bash", "-c", "exit 3"], dict(os.environ), log, timeout=30) == (3, False)
+
+
+def test_a_stopped_grid_stops_its_run_in_progress_with_the_whole_group(tmp_path):
+    """SIGTERM to the grid (as `kill`, or a queue stopping it) used to leave the run's recipe running: its group was
+    its own, and only a timeout stopped it. A grid process started as the script is (SIGTERM -> KeyboardInterrupt),
+    inside run_group, is stopped; the run's child that ignores SIGTERM goes too, and the log says why."""
+    import os
+    import signal
+    import sys
+    import time
+
+    pidfile, log = tmp_path / "child.pid", tmp_path / "log"
+    script = f"trap '' TERM; sleep 120 & echo $! > {pidfile}; wait"
+    grid = (
+        "import os, signal, sys; sys.path.insert(0, sys.argv[1]); import cpu_reproduction as cr\n"
+        "signal.signal(signal.SIGTERM, cr._interrupt)\n"
+        "with open(sys.argv[2], 'w') as log:\n"
+        "    cr.run_group(['bash', '-c', sys.argv[3]], dict(os.environ), log, timeout=300, grace=1)\n"
+    )
+    bench = os.path.join(cr.REPO, "benchmarks")
+    proc = subproc.subprocess.Popen([sys.executable, "-c", grid, bench, str(log), script], start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not (pidfile.exists() and pidfile.read_text().strip()) and time.time() < deadline:
+            time.sleep(0.1)
+        child = int(pidfile.read_text())
+        assert subproc.alive(child)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) != 0  # the interrupt goes on: the grid ends
+        deadline = time.time() + 10
+        while subproc.alive(child) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not subproc.alive(child)
+        assert "stopped with the grid" in log.read_text()
+    finally:
+        subproc.kill_group(proc)
