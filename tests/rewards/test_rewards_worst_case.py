@@ -1,13 +1,18 @@
-"""HierR's time is linear in the calls of one rollout: 20,000 calls in one rollout are scored within 2 s.
+"""HierR's time is linear in the calls of one rollout: 20,000 calls in one rollout are scored within 10 s of CPU time.
 
 The rollout shape that was quadratic is many calls of one tool with the same argument names: counting repeats for the
 step rewards compared each call with every earlier one (500 calls 0.18 s, 1,000 0.75 s, 2,000 2.8 s, 4,000 10.2 s,
-20,000 not done in 60 s). The bound is CPU time of the scoring thread (``time.thread_time``: not wall time, which
-another job on the machine stretches, nor the process's, which counts the background threads earlier tests of the
-session leave running: Ray's, TransferQueue's, HTTP servers'); docs/bad_inputs.md ("Worst-case times") holds it.
+20,000 not done in 60 s; ~250 s by the square). The bound is CPU time of the scoring thread (``time.thread_time``:
+not wall time, which another job on the machine stretches, nor the process's, which counts the background threads
+earlier tests of the session leave running: Ray's, TransferQueue's, HTTP servers'), with Python's garbage collector
+paused while it runs (a cyclic collection walks every object the session holds, so its cost grew with the tests run
+before). It sits between the linear code (0.6-1.0 s alone on AVX-512 and AVX2 EPYCs; 2.45 s once, inside the
+default tier on an AVX2 one, before the collector was paused) and the quadratic one, 25 times over the bound, so the
+processor does not decide it; docs/bad_inputs.md ("Worst-case times") holds it.
 """
 
 import asyncio
+import gc
 import json
 import time
 
@@ -16,7 +21,7 @@ import pytest
 from slca_verl.rewards import score_decoded, score_trajectory
 
 N = 20_000
-BOUND_S = 2.0
+BOUND_S = 10.0
 W = {"name": "get_weather", "arguments": {"city": "Paris"}}
 GT = {"allowed_tools": ["get_weather"], "gold_tool_calls": [[W]], "question_content": "Weather in Paris?"}
 CALL = "<tool_call>\n" + json.dumps(W) + "\n</tool_call>"
@@ -25,9 +30,14 @@ REPLY = "It is 21 degrees in Paris."
 
 
 def cpu_seconds(coroutine_fn) -> tuple[float, dict]:
-    start = time.thread_time()  # asyncio.run runs the scoring in this thread
-    out = asyncio.run(coroutine_fn())
-    return time.thread_time() - start, out
+    gc.collect()
+    gc.disable()  # the session's heap, not the scoring, would set a cyclic collection's cost
+    try:
+        start = time.thread_time()  # asyncio.run runs the scoring in this thread
+        out = asyncio.run(coroutine_fn())
+        return time.thread_time() - start, out
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize(
