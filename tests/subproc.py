@@ -5,6 +5,7 @@ and its python (a warm-up, a trainer, a server) runs on as an orphan into the te
 import os
 import signal
 import subprocess
+import time
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -22,6 +23,24 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def read_pid(path, timeout: float = 60.0) -> int:
+    """The pid a test's child wrote to ``path``, once it has (AssertionError after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.05)
+    raise AssertionError(f"the child never wrote its pid to {path}")
+
+
+def gone(pid: int, timeout: float = 10.0) -> bool:
+    """Whether ``pid`` is gone (not :func:`alive`) within ``timeout`` seconds: a killed process takes a moment."""
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
 
 
 def run(args, *, timeout=None, input=None, capture_output=False, check=False, **kwargs) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import subproc
@@ -14,24 +13,11 @@ SCRIPT = (
 )
 
 
-def _child_pid(path) -> int:
-    for _ in range(100):
-        if path.exists() and path.read_text():
-            return int(path.read_text())
-        time.sleep(0.05)
-    raise AssertionError("the child never started")
-
-
 def test_a_timed_out_command_leaves_no_process_of_its_group_behind(tmp_path):
     pid_file = tmp_path / "pid"
     with pytest.raises(subprocess.TimeoutExpired):
         subproc.run(["bash", "-c", SCRIPT], timeout=3, env={**os.environ, "PID_FILE": str(pid_file)})
-    child = _child_pid(pid_file)
-    for _ in range(50):
-        if not subproc.alive(child):
-            break
-        time.sleep(0.1)
-    assert not subproc.alive(child)
+    assert subproc.gone(subproc.read_pid(pid_file))
 
 
 def test_subprocess_run_alone_would_leave_the_child_running(tmp_path):
@@ -39,7 +25,7 @@ def test_subprocess_run_alone_would_leave_the_child_running(tmp_path):
     pid_file = tmp_path / "pid"
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run(["bash", "-c", SCRIPT], timeout=3, env={**os.environ, "PID_FILE": str(pid_file)})
-    child = _child_pid(pid_file)
+    child = subproc.read_pid(pid_file)
     try:
         assert subproc.alive(child)
     finally:

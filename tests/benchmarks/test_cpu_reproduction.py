@@ -6,7 +6,11 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
+import time
 
 import cpu_reproduction as cr  # noqa: E402
 import pytest
@@ -291,20 +295,13 @@ def test_plot_only_retabulates_an_older_file_and_draws_beside_it_not_over_anothe
 def test_a_run_past_its_timeout_is_stopped_with_its_whole_group_and_counted_as_failed(tmp_path):
     """The recipe's warm-up outlived a timed-out bash before (subprocess.run kills only its child): the whole group
     goes, the log says why, and the caller gets a failed run instead of an exception that ends the grid."""
-    import os
-    import time
-
     pidfile = tmp_path / "child.pid"
     script = f"trap '' TERM; sleep 120 & echo $! > {pidfile}; wait"  # a child that outlives a plain kill of bash
     with open(tmp_path / "log", "w") as log:
         t0 = time.perf_counter()
         code, timed_out = cr.run_group(["bash", "-c", script], dict(os.environ), log, timeout=2, grace=1)
     assert timed_out and code != 0 and time.perf_counter() - t0 < 30  # SIGTERM ignored: SIGKILL after the grace
-    child = int(pidfile.read_text())
-    deadline = time.time() + 10
-    while subproc.alive(child) and time.time() < deadline:
-        time.sleep(0.1)
-    assert not subproc.alive(child)
+    assert subproc.gone(subproc.read_pid(pidfile))
     assert "stopped after --run_timeout 2 s" in (tmp_path / "log").read_text()
     with open(tmp_path / "log2", "w") as log:
         assert cr.run_group(["bash", "-c", "exit 3"], dict(os.environ), log, timeout=30) == (3, False)
@@ -314,11 +311,6 @@ def test_a_stopped_grid_stops_its_run_in_progress_with_the_whole_group(tmp_path)
     """SIGTERM to the grid (as `kill`, or a queue stopping it) used to leave the run's recipe running: its group was
     its own, and only a timeout stopped it. A grid process started as the script is (SIGTERM -> KeyboardInterrupt),
     inside run_group, is stopped; the run's child that ignores SIGTERM goes too, and the log says why."""
-    import os
-    import signal
-    import sys
-    import time
-
     pidfile, log = tmp_path / "child.pid", tmp_path / "log"
     script = f"trap '' TERM; sleep 120 & echo $! > {pidfile}; wait"
     grid = (
@@ -328,19 +320,13 @@ def test_a_stopped_grid_stops_its_run_in_progress_with_the_whole_group(tmp_path)
         "    cr.run_group(['bash', '-c', sys.argv[3]], dict(os.environ), log, timeout=300, grace=1)\n"
     )
     bench = os.path.join(cr.REPO, "benchmarks")
-    proc = subproc.subprocess.Popen([sys.executable, "-c", grid, bench, str(log), script], start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", grid, bench, str(log), script], start_new_session=True)
     try:
-        deadline = time.time() + 60
-        while not (pidfile.exists() and pidfile.read_text().strip()) and time.time() < deadline:
-            time.sleep(0.1)
-        child = int(pidfile.read_text())
+        child = subproc.read_pid(pidfile)
         assert subproc.alive(child)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) != 0  # the interrupt goes on: the grid ends
-        deadline = time.time() + 10
-        while subproc.alive(child) and time.time() < deadline:
-            time.sleep(0.1)
-        assert not subproc.alive(child)
+        assert subproc.gone(child)
         assert "stopped with the grid" in log.read_text()
     finally:
         subproc.kill_group(proc)
