@@ -447,6 +447,18 @@ def t_sf2(t: float, df: int) -> float:
     return _betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
+def t_quantile2(alpha: float, df: int) -> float:
+    """The two-sided critical value of Student's t: the t > 0 with P(|T| >= t) = ``alpha`` (bisection on
+    :func:`t_sf2`, which falls from 1 at t = 0)."""
+    lo, hi = 0.0, 1.0
+    while t_sf2(hi, df) > alpha:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_sf2(mid, df) > alpha else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
 def paired_t(diffs: list[float]) -> dict | None:
     """The paired t-test of mean difference 0 (two-sided): t = mean / (sd / sqrt(n)), df = n - 1, and its p-value
     (None with fewer than 2 differences; with SD 0, t is infinite and p is 0 unless the mean is 0 too)."""
@@ -479,9 +491,11 @@ def bootstrap_mean_ci(values: list[float], n_boot: int = 10_000, seed: int = 0) 
 
 
 def diff_stats(diffs: dict[int, float], deltas=(0.05, 0.10)) -> dict:
-    """Differences keyed by seed: their mean with a bootstrap 95 % interval over seeds, their SD and its 95 % interval
-    (chi-square, n − 1 degrees of freedom), the t-test of a zero mean (two-sided, :func:`paired_t`), and the seeds 80 %
-    power needs for each effect in ``deltas`` at the SD and at the ends of its interval."""
+    """Differences keyed by seed: their mean with a bootstrap 95 % interval over seeds and Student's t 95 % interval
+    (mean ± t_{0.975, n−1} sd / sqrt n: on few seeds the percentile bootstrap is too narrow, its resamples never
+    spread wider than the seeds did), their SD and its 95 % interval (chi-square, n − 1 degrees of freedom), the
+    t-test of a zero mean (two-sided, :func:`paired_t`), and the seeds 80 % power needs for each effect in ``deltas``
+    at the SD and at the ends of its interval."""
     d = list(diffs.values())
     entry = {
         "diffs": {str(k): v for k, v in diffs.items()},
@@ -492,8 +506,10 @@ def diff_stats(diffs: dict[int, float], deltas=(0.05, 0.10)) -> dict:
     if len(d) > 1:
         sd, df = statistics.stdev(d), len(d) - 1
         lo, hi = sd * math.sqrt(df / chi2_quantile(0.975, df)), sd * math.sqrt(df / chi2_quantile(0.025, df))
+        half = t_quantile2(0.05, df) * sd / math.sqrt(len(d))
         entry.update(
             sd=sd,
+            mean_95_t=[entry["mean"] - half, entry["mean"] + half],
             sd_95=[lo, hi],
             t_test=paired_t(d),
             seeds_80pct={
@@ -536,9 +552,9 @@ def learning(runs: list[dict], key: str = "endpoint", deltas=(0.05, 0.10)) -> di
 def paired_table(pairs: dict) -> str:
     """:func:`paired` as a markdown table."""
     lines = [
-        "| difference | σ | seeds | per seed | mean [95 % bootstrap] | SD [95 %] | paired t (df), two-sided p "
-        "| seeds for 80 % power at 5 / 10 points [SD's interval] |",
-        "|---|---|---|---|---|---|---|---|",
+        "| difference | σ | seeds | per seed | mean [95 % bootstrap] | 95 % t interval | SD [95 %] "
+        "| paired t (df), two-sided p | seeds for 80 % power at 5 / 10 points [SD's interval] |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for cell, e in sorted(pairs.items()):
         name, sigma = cell.split("|")
@@ -546,12 +562,13 @@ def paired_table(pairs: dict) -> str:
         sd = f"{100 * e['sd']:.1f} [{100 * e['sd_95'][0]:.1f}, {100 * e['sd_95'][1]:.1f}]" if "sd" in e else "—"
         boot = e.get("mean_95_bootstrap")
         mean = f"{100 * e['mean']:+.1f}" + (f" [{100 * boot[0]:+.1f}, {100 * boot[1]:+.1f}]" if boot else "")
+        ti = f"[{100 * e['mean_95_t'][0]:+.1f}, {100 * e['mean_95_t'][1]:+.1f}]" if "mean_95_t" in e else "—"
         tt = e.get("t_test")
         test = f"{tt['t']:.2f} ({tt['df']}), p = {tt['p']:.3f}" if tt else "—"
         need = "—"
         if e.get("seeds_80pct") and all(e["seeds_80pct"].values()):
             need = " / ".join(f"{v[1]} [{v[0]}, {v[2]}]" for v in e["seeds_80pct"].values())
-        lines.append(f"| {name} | {sigma} | {e['n']} | {per} | {mean} | {sd} | {test} | {need} |")
+        lines.append(f"| {name} | {sigma} | {e['n']} | {per} | {mean} | {ti} | {sd} | {test} | {need} |")
     return "\n".join(lines)
 
 

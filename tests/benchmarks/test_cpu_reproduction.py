@@ -194,8 +194,14 @@ def test_paired_differences_their_sd_interval_and_the_seeds_80_percent_power_nee
     # t = 0.05 / (0.05 / sqrt 3) = sqrt 3 with 2 df; two-sided p = 1 - sqrt 3 / sqrt(2 + 3) (t_2's closed-form CDF)
     t = cell["t_test"]
     assert t["df"] == 2 and abs(t["t"] - 3**0.5) < 1e-12 and abs(t["p"] - (1 - (3 / 5) ** 0.5)) < 1e-12
+    # Student's interval: 0.05 ± t_{0.975, 2} 0.05 / sqrt 3, t_{0.975, 2} = 4.302653 (printed tables); wider than
+    # the bootstrap's, which stays within the differences
+    half = 4.302653 * 0.05 / 3**0.5
+    assert max(abs(a - b) for a, b in zip(cell["mean_95_t"], (0.05 - half, 0.05 + half))) < 1e-6
+    assert cell["mean_95_t"][0] < lo_m and cell["mean_95_t"][1] > hi_m
     row = [line for line in cr.paired_table(cr.paired(runs)).splitlines() if line.startswith("| slca_grpo-grpo")][0]
     assert row.startswith("| slca_grpo-grpo | 1 | 3 | 1: +10.0, 2: +0.0, 3: +5.0 | +5.0 [")
+    assert f"] | [{100 * (0.05 - half):+.1f}, {100 * (0.05 + half):+.1f}] | 5.0 [" in row
     assert "| 1.73 (2), p = 0.225 |" in row
 
 
@@ -232,6 +238,8 @@ def test_paired_t_matches_closed_forms_and_table_values():
     for t, df in ((2.570582, 5), (2.262157, 9), (2.045230, 29)):
         assert abs(cr.t_sf2(t, df) - 0.05) < 1e-6
     assert abs(cr.t_sf2(1.959964, 10**6) - 0.05) < 1e-5 and cr.t_sf2(0.0, 7) == 1.0
+    for q, df in ((12.706205, 1), (4.302653, 2), (2.776445, 4), (2.570582, 5), (2.045230, 29)):  # its inverse
+        assert abs(cr.t_quantile2(0.05, df) - q) < 1e-5
     # a constant difference: t infinite, p 0 (or 1 when it is zero); one seed: no test
     assert cr.paired_t([0.1, 0.1])["p"] == 0.0 and cr.paired_t([0.0, 0.0])["p"] == 1.0 and cr.paired_t([0.1]) is None
     # the t of a sample by hand: diffs 1, 2, 6 -> mean 3, sd sqrt 7, t = 3 / (sqrt 7 / sqrt 3)
