@@ -402,15 +402,21 @@ def _chi2_cdf(x: float, k: int) -> float:
     return min(1.0, math.exp(a * math.log(z) - z - math.lgamma(a)) * total)
 
 
-def chi2_quantile(p: float, k: int) -> float:
-    """The p-quantile of chi-square with k degrees of freedom (bisection on :func:`_chi2_cdf`)."""
-    lo, hi = 0.0, max(10.0, 10.0 * k)
-    while _chi2_cdf(hi, k) < p:
+def _solve_rising(f, target: float, hi: float) -> float:
+    """The x >= 0 with f(x) = ``target`` for a function rising from below it at 0: ``hi`` doubled until f(hi) reaches
+    the target, then 200 bisections of [0, hi]."""
+    lo = 0.0
+    while f(hi) < target:
         hi *= 2
     for _ in range(200):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _chi2_cdf(mid, k) < p else (lo, mid)
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
     return (lo + hi) / 2
+
+
+def chi2_quantile(p: float, k: int) -> float:
+    """The p-quantile of chi-square with k degrees of freedom (bisection on :func:`_chi2_cdf`)."""
+    return _solve_rising(lambda x: _chi2_cdf(x, k), p, max(10.0, 10.0 * k))
 
 
 def _betainc(a: float, b: float, x: float) -> float:
@@ -450,13 +456,7 @@ def t_sf2(t: float, df: int) -> float:
 def t_quantile2(alpha: float, df: int) -> float:
     """The two-sided critical value of Student's t: the t > 0 with P(|T| >= t) = ``alpha`` (bisection on
     :func:`t_sf2`, which falls from 1 at t = 0)."""
-    lo, hi = 0.0, 1.0
-    while t_sf2(hi, df) > alpha:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if t_sf2(mid, df) > alpha else (lo, mid)
-    return 0.5 * (lo + hi)
+    return _solve_rising(lambda t: -t_sf2(t, df), -alpha, 1.0)
 
 
 def paired_t(diffs: list[float]) -> dict | None:
