@@ -29,17 +29,20 @@ back from verl's own metrics.jsonl, per run:
 and the summary gives, per (method, σ), the median and the range over seeds; the paired tables each method's endpoint
 minus GRPO's on the same seed (``paired``, and ``paired_macro`` with every kind weighted alike), and ``learning`` each
 method's endpoint minus the seed's start (its step-0 validation averaged over the seed's runs). Seeds are arbitrary
-integers; the models are built once per seed and cached (CACHE_DIR). The machine and the wall time are printed and
-stored.
+integers; the models are built once per seed and cached (CACHE_DIR), and each run records the SHA-256 of the model
+it trained (``model_sha256``; a pair of runs on other models is marked * in the paired table). The machine and the
+wall time are printed and stored.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -263,8 +266,31 @@ def launch(method: str, sigma: float, seed: int, args, out_root: str) -> dict:
         "timed_out": timed_out,
         "failed": returncode != 0,
         "log": log_path,
+        "model_sha256": model_fingerprint(log_path),
         **summary,
     }
+
+
+def model_fingerprint(log_path: str) -> str | None:
+    """The first 16 hex digits of the SHA-256 of the model a run trained (``model.safetensors`` under the last
+    ``MODEL_PATH=`` the recipe's trace wrote in the run's log); None when the log or the file is missing.
+
+    A seed fixes the tiny model's build, so runs of one seed pair on the same start only where the fingerprints agree:
+    the cache lives on the machine that built it, and a model rebuilt elsewhere (another processor's float rounding
+    over the 800 warm-up steps) may differ."""
+    try:
+        with open(log_path, errors="replace") as f:
+            paths = re.findall(r"MODEL_PATH=(\S+)", f.read())
+    except OSError:
+        return None
+    weights = os.path.join(paths[-1], "model.safetensors") if paths else None
+    if weights is None or not os.path.isfile(weights):
+        return None
+    digest = hashlib.sha256()
+    with open(weights, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def run_group(cmd: list[str], env: dict, log, timeout: float, grace: float = 30.0) -> tuple[int, bool]:
@@ -521,14 +547,20 @@ def diff_stats(diffs: dict[int, float], deltas=(0.05, 0.10)) -> dict:
 
 def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(0.05, 0.10)) -> dict:
     """Per (method other than ``base``, σ): :func:`diff_stats` of the differences method − base of ``key`` on the
-    seeds both ran."""
+    seeds both ran, with ``model_differs`` the seeds whose two runs trained models of different
+    :func:`model_fingerprint` (seeds where either is unknown are not listed)."""
     ok = {(r["method"], r["sigma"], r["seed"]): r for r in runs if not r["failed"] and r.get(key) is not None}
     cells: dict[str, dict[int, float]] = {}
+    differs: dict[str, list[int]] = {}
     for (method, sigma, seed), r in ok.items():
         b = ok.get((base, sigma, seed))
         if method != base and b is not None:
-            cells.setdefault(f"{method}-{base}|{sigma:g}", {})[seed] = r[key] - b[key]
-    return {cell: diff_stats(diffs, deltas) for cell, diffs in cells.items()}
+            cell = f"{method}-{base}|{sigma:g}"
+            cells.setdefault(cell, {})[seed] = r[key] - b[key]
+            mine, theirs = r.get("model_sha256"), b.get("model_sha256")
+            if mine and theirs and mine != theirs:
+                differs.setdefault(cell, []).append(seed)
+    return {cell: {**diff_stats(d, deltas), "model_differs": differs.get(cell, [])} for cell, d in cells.items()}
 
 
 def learning(runs: list[dict], key: str = "endpoint", deltas=(0.05, 0.10)) -> dict:
@@ -550,7 +582,7 @@ def learning(runs: list[dict], key: str = "endpoint", deltas=(0.05, 0.10)) -> di
 
 
 def paired_table(pairs: dict) -> str:
-    """:func:`paired` as a markdown table."""
+    """:func:`paired` as a markdown table; a seed marked * had its two runs train different models."""
     lines = [
         "| difference | σ | seeds | per seed | mean [95 % bootstrap] | 95 % t interval | SD [95 %] "
         "| paired t (df), two-sided p | seeds for 80 % power at 5 / 10 points [SD's interval] |",
@@ -558,7 +590,8 @@ def paired_table(pairs: dict) -> str:
     ]
     for cell, e in sorted(pairs.items()):
         name, sigma = cell.split("|")
-        per = ", ".join(f"{k}: {100 * v:+.1f}" for k, v in e["diffs"].items())
+        other = {str(seed) for seed in e.get("model_differs", [])}  # marked *: the pair trained different models
+        per = ", ".join(f"{k}: {100 * v:+.1f}{'*' * (str(k) in other)}" for k, v in e["diffs"].items())
         sd = f"{100 * e['sd']:.1f} [{100 * e['sd_95'][0]:.1f}, {100 * e['sd_95'][1]:.1f}]" if "sd" in e else "—"
         boot = e.get("mean_95_bootstrap")
         mean = f"{100 * e['mean']:+.1f}" + (f" [{100 * boot[0]:+.1f}, {100 * boot[1]:+.1f}]" if boot else "")
@@ -678,7 +711,9 @@ VAL_SETTINGS = {
 
 def previous_runs(path: str, steps: int, val: dict | None = None) -> dict[tuple, dict]:
     """The finished runs of an earlier (possibly interrupted) grid at the same number of steps and validation
-    settings (``val``: :data:`VAL_SETTINGS`' keys; None: the defaults), by (method, σ, seed)."""
+    settings (``val``: :data:`VAL_SETTINGS`' keys; None: the defaults), by (method, σ, seed). A run recorded before
+    runs had a ``model_sha256`` gets the :func:`model_fingerprint` of its log's model where both are still on this
+    machine (the cache is built once per key and never rewritten), else None."""
     if not os.path.exists(path):
         return {}
     with open(path) as f:
@@ -688,7 +723,11 @@ def previous_runs(path: str, steps: int, val: dict | None = None) -> dict[tuple,
     want = {**VAL_SETTINGS, **(val or {})}
     if any(old["args"].get(k, d) != want[k] for k, d in VAL_SETTINGS.items()):
         return {}
-    return {(r["method"], r["sigma"], r["seed"]): r for r in old.get("runs", []) if not r["failed"]}
+    runs = [r for r in old.get("runs", []) if not r["failed"]]
+    for r in runs:
+        if "model_sha256" not in r:
+            r["model_sha256"] = model_fingerprint(r["log"]) if r.get("log") else None
+    return {(r["method"], r["sigma"], r["seed"]): r for r in runs}
 
 
 def write_result(args, machine: dict, wall: float, runs: list[dict]) -> dict:

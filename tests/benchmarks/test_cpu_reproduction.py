@@ -100,7 +100,8 @@ def test_resume_keeps_finished_runs_of_other_cells_and_reruns_failed_ones(tmp_pa
     )
     cr.write_result(args, {"cpus": 2}, 1.0, list(prev.values()))
     written = json.load(open(out))
-    assert written["runs"] == [done[0]] and "resume" not in written["args"]
+    # a record from before fingerprints, its log gone: kept, its model unknown
+    assert written["runs"] == [{**done[0], "model_sha256": None}] and "resume" not in written["args"]
     # the grid the file describes is that of its runs, not of the last invocation's arguments
     assert (written["args"]["methods"], written["args"]["sigmas"], written["args"]["seeds"]) == (["grpo"], [1.0], [11])
 
@@ -338,3 +339,43 @@ def test_a_stopped_grid_stops_its_run_in_progress_with_the_whole_group(tmp_path)
         assert "stopped with the grid" in log.read_text()
     finally:
         subproc.kill_group(proc)
+
+
+def test_the_model_fingerprint_is_the_trained_models_sha256_and_pairs_on_other_models_are_named(tmp_path):
+    old, new = tmp_path / "old" / "model", tmp_path / "new" / "model"
+    for d, data in ((old, b"xyz"), (new, b"abc")):
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(data)
+    log = tmp_path / "run.log"  # the recipe's trace: the last MODEL_PATH is the one main_ppo got
+    log.write_text(f"+ export MODEL_PATH={old}\n+ MODEL_PATH={new}\n+ MODEL=(actor_rollout_ref.model.path=...)\n")
+    assert cr.model_fingerprint(str(log)) == "ba7816bf8f01cfea"  # SHA-256("abc"), FIPS 180-2's first example
+    (new / "model.safetensors").unlink()
+    assert cr.model_fingerprint(str(log)) is None  # a cache since removed
+    assert cr.model_fingerprint(str(tmp_path / "missing.log")) is None
+    log.write_text("+ SEED=3\n")  # a run that failed before the recipe set its model
+    assert cr.model_fingerprint(str(log)) is None
+
+    def run(method, seed, sha, e):
+        return {"method": method, "sigma": 1.0, "seed": seed, "failed": False, "endpoint": e, "model_sha256": sha}
+
+    runs = [
+        run("grpo", 1, "aa", 0.3),
+        run("slca_grpo", 1, "aa", 0.4),
+        run("grpo", 2, "bb", 0.3),
+        run("slca_grpo", 2, "cc", 0.2),  # the seed's model rebuilt elsewhere and different
+        run("grpo", 3, None, 0.5),  # an older record without a fingerprint: not listed
+        run("slca_grpo", 3, "dd", 0.5),
+    ]
+    cell = cr.paired(runs)["slca_grpo-grpo|1"]
+    assert cell["model_differs"] == [2] and cell["n"] == 3
+    assert "| 1: +10.0, 2: -10.0*, 3: +0.0 |" in cr.paired_table(cr.paired(runs))
+
+    # --resume fills in the fingerprint of an older record whose log and model are still here, and keeps a known one
+    (new / "model.safetensors").write_bytes(b"abc")
+    log.write_text(f"+ MODEL_PATH={new}\n")
+    older = {"method": "grpo", "sigma": 1.0, "seed": 7, "failed": False, "log": str(log)}
+    known = {**older, "seed": 8, "model_sha256": "kept"}
+    out = tmp_path / "grid.json"
+    json.dump({"args": {"steps": 10}, "runs": [older, known]}, open(out, "w"))
+    prev = cr.previous_runs(str(out), steps=10)
+    assert prev["grpo", 1.0, 7]["model_sha256"] == "ba7816bf8f01cfea" and prev["grpo", 1.0, 8]["model_sha256"] == "kept"
