@@ -590,8 +590,8 @@ def paired_table(pairs: dict) -> str:
     ]
     for cell, e in sorted(pairs.items()):
         name, sigma = cell.split("|")
-        other = {str(seed) for seed in e.get("model_differs", [])}  # marked *: the pair trained different models
-        per = ", ".join(f"{k}: {100 * v:+.1f}{'*' * (str(k) in other)}" for k, v in e["diffs"].items())
+        other = {str(seed) for seed in e.get("model_differs", [])}  # diffs' seeds are strings (JSON keys)
+        per = ", ".join(f"{k}: {100 * v:+.1f}{'*' * (k in other)}" for k, v in e["diffs"].items())
         sd = f"{100 * e['sd']:.1f} [{100 * e['sd_95'][0]:.1f}, {100 * e['sd_95'][1]:.1f}]" if "sd" in e else "—"
         boot = e.get("mean_95_bootstrap")
         mean = f"{100 * e['mean']:+.1f}" + (f" [{100 * boot[0]:+.1f}, {100 * boot[1]:+.1f}]" if boot else "")
