@@ -548,9 +548,12 @@ def diff_stats(diffs: dict[int, float], deltas=(0.05, 0.10)) -> dict:
 def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(0.05, 0.10)) -> dict:
     """Per (method other than ``base``, σ): :func:`diff_stats` of the differences method − base of ``key`` on the
     seeds both ran, with ``model_differs`` the seeds whose two runs trained models of different
-    :func:`model_fingerprint` (seeds where either is unknown are not listed)."""
+    :func:`model_fingerprint` (seeds where either is unknown are not listed) and, where some seed's two runs are not
+    known to share a model, ``same_model``: :func:`diff_stats` over the seeds whose two runs have the same known
+    fingerprint (a pair on the model as well as the split, the data and the initialisation)."""
     ok = {(r["method"], r["sigma"], r["seed"]): r for r in runs if not r["failed"] and r.get(key) is not None}
     cells: dict[str, dict[int, float]] = {}
+    same: dict[str, dict[int, float]] = {}
     differs: dict[str, list[int]] = {}
     for (method, sigma, seed), r in ok.items():
         b = ok.get((base, sigma, seed))
@@ -560,7 +563,14 @@ def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(
             mine, theirs = r.get("model_sha256"), b.get("model_sha256")
             if mine and theirs and mine != theirs:
                 differs.setdefault(cell, []).append(seed)
-    return {cell: {**diff_stats(d, deltas), "model_differs": differs.get(cell, [])} for cell, d in cells.items()}
+            elif mine and mine == theirs:
+                same.setdefault(cell, {})[seed] = r[key] - b[key]
+    out = {}
+    for cell, d in cells.items():
+        out[cell] = {**diff_stats(d, deltas), "model_differs": differs.get(cell, [])}
+        if len(same.get(cell, {})) < len(d):
+            out[cell]["same_model"] = diff_stats(same[cell], deltas) if same.get(cell) else None
+    return out
 
 
 def learning(runs: list[dict], key: str = "endpoint", deltas=(0.05, 0.10)) -> dict:
@@ -602,6 +612,12 @@ def paired_table(pairs: dict) -> str:
         if e.get("seeds_80pct") and all(e["seeds_80pct"].values()):
             need = " / ".join(f"{v[1]} [{v[0]}, {v[2]}]" for v in e["seeds_80pct"].values())
         lines.append(f"| {name} | {sigma} | {e['n']} | {per} | {mean} | {ti} | {sd} | {test} | {need} |")
+        if "same_model" in e:  # the same comparison on the seeds whose two runs are known to share a model
+            if e["same_model"] is None:
+                lines.append(f"| {name}, same model | {sigma} | 0 | — | — | — | — | — | — |")
+            else:
+                row = paired_table({cell: e["same_model"]}).splitlines()[2]
+                lines.append(row.replace(f"| {name} |", f"| {name}, same model |", 1))
     return "\n".join(lines)
 
 

@@ -369,6 +369,17 @@ def test_the_model_fingerprint_is_the_trained_models_sha256_and_pairs_on_other_m
     cell = cr.paired(runs)["slca_grpo-grpo|1"]
     assert cell["model_differs"] == [2] and cell["n"] == 3
     assert "| 1: +10.0, 2: -10.0*, 3: +0.0 |" in cr.paired_table(cr.paired(runs))
+    # the comparison again on the seeds known to share a model: seed 1 only (2 differs, 3 is unknown)
+    assert cell["same_model"]["diffs"] == {"1": pytest.approx(0.1)} and cell["same_model"]["n"] == 1
+    assert "| slca_grpo-grpo, same model | 1 | 1 | 1: +10.0 | +10.0 | — |" in cr.paired_table(cr.paired(runs))
+    runs += [run("grpo", 4, "ee", 0.2), run("slca_grpo", 4, "ee", 0.5)]
+    assert cr.paired(runs)["slca_grpo-grpo|1"]["same_model"]["mean"] == pytest.approx(0.2)  # (+0.1 + 0.3) / 2
+    shared = [r for r in runs if r["seed"] in (1, 4)]  # every seed known to share its model: no second row
+    assert "same_model" not in cr.paired(shared)["slca_grpo-grpo|1"]
+    assert "same model" not in cr.paired_table(cr.paired(shared))
+    unknown = [r for r in runs if r["seed"] == 3]
+    assert cr.paired(unknown)["slca_grpo-grpo|1"]["same_model"] is None
+    assert "| slca_grpo-grpo, same model | 1 | 0 | — |" in cr.paired_table(cr.paired(unknown))
 
     # --resume fills in the fingerprint of an older record whose log and model are still here, and keeps a known one
     (new / "model.safetensors").write_bytes(b"abc")
