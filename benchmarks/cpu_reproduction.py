@@ -558,13 +558,13 @@ def paired(runs: list[dict], base: str = "grpo", key: str = "endpoint", deltas=(
     for (method, sigma, seed), r in ok.items():
         b = ok.get((base, sigma, seed))
         if method != base and b is not None:
-            cell = f"{method}-{base}|{sigma:g}"
-            cells.setdefault(cell, {})[seed] = r[key] - b[key]
+            cell, diff = f"{method}-{base}|{sigma:g}", r[key] - b[key]
+            cells.setdefault(cell, {})[seed] = diff
             mine, theirs = r.get("model_sha256"), b.get("model_sha256")
             if mine and theirs and mine != theirs:
                 differs.setdefault(cell, []).append(seed)
             elif mine and mine == theirs:
-                same.setdefault(cell, {})[seed] = r[key] - b[key]
+                same.setdefault(cell, {})[seed] = diff
     out = {}
     for cell, d in cells.items():
         out[cell] = {**diff_stats(d, deltas), "model_differs": differs.get(cell, [])}
@@ -591,8 +591,27 @@ def learning(runs: list[dict], key: str = "endpoint", deltas=(0.05, 0.10)) -> di
     return {cell: diff_stats(diffs, deltas) for cell, diffs in cells.items()}
 
 
+def _paired_row(name: str, sigma: str, e: dict | None) -> str:
+    """One row of :func:`paired_table` for a :func:`diff_stats` entry (None: no seed, a row of dashes)."""
+    if e is None:
+        return f"| {name} | {sigma} | 0 | — | — | — | — | — | — |"
+    other = {str(seed) for seed in e.get("model_differs", [])}  # diffs' seeds are strings (JSON keys)
+    per = ", ".join(f"{k}: {100 * v:+.1f}{'*' * (k in other)}" for k, v in e["diffs"].items())
+    sd = f"{100 * e['sd']:.1f} [{100 * e['sd_95'][0]:.1f}, {100 * e['sd_95'][1]:.1f}]" if "sd" in e else "—"
+    boot = e.get("mean_95_bootstrap")
+    mean = f"{100 * e['mean']:+.1f}" + (f" [{100 * boot[0]:+.1f}, {100 * boot[1]:+.1f}]" if boot else "")
+    ti = f"[{100 * e['mean_95_t'][0]:+.1f}, {100 * e['mean_95_t'][1]:+.1f}]" if "mean_95_t" in e else "—"
+    tt = e.get("t_test")
+    test = f"{tt['t']:.2f} ({tt['df']}), p = {tt['p']:.3f}" if tt else "—"
+    need = "—"
+    if e.get("seeds_80pct") and all(e["seeds_80pct"].values()):
+        need = " / ".join(f"{v[1]} [{v[0]}, {v[2]}]" for v in e["seeds_80pct"].values())
+    return f"| {name} | {sigma} | {e['n']} | {per} | {mean} | {ti} | {sd} | {test} | {need} |"
+
+
 def paired_table(pairs: dict) -> str:
-    """:func:`paired` as a markdown table; a seed marked * had its two runs train different models."""
+    """:func:`paired` as a markdown table; a seed marked * had its two runs train different models, and a cell with
+    ``same_model`` gets a second row, the comparison on the seeds known to share a model."""
     lines = [
         "| difference | σ | seeds | per seed | mean [95 % bootstrap] | 95 % t interval | SD [95 %] "
         "| paired t (df), two-sided p | seeds for 80 % power at 5 / 10 points [SD's interval] |",
@@ -600,24 +619,9 @@ def paired_table(pairs: dict) -> str:
     ]
     for cell, e in sorted(pairs.items()):
         name, sigma = cell.split("|")
-        other = {str(seed) for seed in e.get("model_differs", [])}  # diffs' seeds are strings (JSON keys)
-        per = ", ".join(f"{k}: {100 * v:+.1f}{'*' * (k in other)}" for k, v in e["diffs"].items())
-        sd = f"{100 * e['sd']:.1f} [{100 * e['sd_95'][0]:.1f}, {100 * e['sd_95'][1]:.1f}]" if "sd" in e else "—"
-        boot = e.get("mean_95_bootstrap")
-        mean = f"{100 * e['mean']:+.1f}" + (f" [{100 * boot[0]:+.1f}, {100 * boot[1]:+.1f}]" if boot else "")
-        ti = f"[{100 * e['mean_95_t'][0]:+.1f}, {100 * e['mean_95_t'][1]:+.1f}]" if "mean_95_t" in e else "—"
-        tt = e.get("t_test")
-        test = f"{tt['t']:.2f} ({tt['df']}), p = {tt['p']:.3f}" if tt else "—"
-        need = "—"
-        if e.get("seeds_80pct") and all(e["seeds_80pct"].values()):
-            need = " / ".join(f"{v[1]} [{v[0]}, {v[2]}]" for v in e["seeds_80pct"].values())
-        lines.append(f"| {name} | {sigma} | {e['n']} | {per} | {mean} | {ti} | {sd} | {test} | {need} |")
-        if "same_model" in e:  # the same comparison on the seeds whose two runs are known to share a model
-            if e["same_model"] is None:
-                lines.append(f"| {name}, same model | {sigma} | 0 | — | — | — | — | — | — |")
-            else:
-                row = paired_table({cell: e["same_model"]}).splitlines()[2]
-                lines.append(row.replace(f"| {name} |", f"| {name}, same model |", 1))
+        lines.append(_paired_row(name, sigma, e))
+        if "same_model" in e:
+            lines.append(_paired_row(f"{name}, same model", sigma, e["same_model"]))
     return "\n".join(lines)
 
 
